@@ -1,0 +1,192 @@
+package component
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// Access says who may reach an endpoint IQ handler.
+type Access int
+
+const (
+	// AccessVisible handlers serve discovery and metadata: the router
+	// answers item-not-found unless the endpoint exists and is visible to
+	// the requester.
+	AccessVisible Access = iota
+	// AccessExisting handlers authorize by themselves (invoke and task
+	// operations, which must not depend on visibility): the router only
+	// requires that the endpoint exists.
+	AccessExisting
+)
+
+// EndpointResolver tells the router whether an endpoint exists and whether
+// the requester may see it. Both answers are computed on every call so that
+// hidden and nonexistent endpoints cost the same work.
+type EndpointResolver interface {
+	Resolve(requester, endpoint jid.JID) (exists, visible bool)
+}
+
+type payloadKey struct{ space, local string }
+
+type endpointRoute struct {
+	access  Access
+	handler IQHandler
+}
+
+// Router dispatches inbound stanzas: by recipient JID first (the gateway
+// domain or an endpoint below it), then by payload namespace and name.
+// Register every handler before the component starts; registering twice or
+// a nil handler panics, since it is a programming error.
+type Router struct {
+	domain   jid.JID
+	resolver EndpointResolver
+	log      *slog.Logger
+
+	gateway  map[payloadKey]IQHandler
+	endpoint map[payloadKey]endpointRoute
+	message  []MessageHandler
+	presence []PresenceHandler
+}
+
+// NewRouter returns a router for the component domain.
+func NewRouter(domain jid.JID, resolver EndpointResolver, log *slog.Logger) *Router {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Router{
+		domain:   domain.Domain(),
+		resolver: resolver,
+		log:      log,
+		gateway:  map[payloadKey]IQHandler{},
+		endpoint: map[payloadKey]endpointRoute{},
+	}
+}
+
+// Domain is the component domain the router serves.
+func (r *Router) Domain() jid.JID { return r.domain }
+
+// HandleGatewayIQ routes IQ get/set with payload {space}local addressed to
+// the gateway domain itself.
+func (r *Router) HandleGatewayIQ(space, local string, h IQHandler) {
+	k := payloadKey{space, local}
+	if h == nil {
+		panic("component: nil gateway handler for " + space + " " + local)
+	}
+	if _, dup := r.gateway[k]; dup {
+		panic("component: gateway handler registered twice for " + space + " " + local)
+	}
+	r.gateway[k] = h
+}
+
+// HandleEndpointIQ routes IQ get/set with payload {space}local addressed to
+// any endpoint localpart@domain.
+func (r *Router) HandleEndpointIQ(space, local string, access Access, h IQHandler) {
+	k := payloadKey{space, local}
+	if h == nil {
+		panic("component: nil endpoint handler for " + space + " " + local)
+	}
+	if _, dup := r.endpoint[k]; dup {
+		panic("component: endpoint handler registered twice for " + space + " " + local)
+	}
+	r.endpoint[k] = endpointRoute{access: access, handler: h}
+}
+
+// HandleMessage adds a handler that sees every inbound message.
+func (r *Router) HandleMessage(h MessageHandler) {
+	if h == nil {
+		panic("component: nil message handler")
+	}
+	r.message = append(r.message, h)
+}
+
+// HandlePresence adds a handler that sees every inbound presence.
+func (r *Router) HandlePresence(h PresenceHandler) {
+	if h == nil {
+		panic("component: nil presence handler")
+	}
+	r.presence = append(r.presence, h)
+}
+
+// DispatchIQ answers one IQ get or set and returns the reply stanza. Every
+// get or set gets exactly one reply. IQ results and errors are not
+// dispatched here (the component correlates them with its own requests).
+func (r *Router) DispatchIQ(ctx context.Context, iq IQ) *xmltree.Element {
+	payload, err := r.route(ctx, iq)
+	if err != nil {
+		return r.errorReply(iq, err)
+	}
+	return NewIQ("result", iq.ID, iq.To, iq.From, payload)
+}
+
+func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
+	if iq.Payload == nil {
+		return nil, ErrBadRequest("")
+	}
+	k := payloadKey{iq.Payload.Name.Space, iq.Payload.Name.Local}
+	to := iq.To
+	if to.Domainpart() != r.domain.Domainpart() {
+		return nil, ErrServiceUnavailable()
+	}
+	if to.Localpart() == "" {
+		h, ok := r.gateway[k]
+		if !ok {
+			return nil, ErrServiceUnavailable()
+		}
+		return h.HandleIQ(ctx, iq)
+	}
+	exists, visible := false, false
+	if r.resolver != nil {
+		exists, visible = r.resolver.Resolve(iq.From.Bare(), to.Bare())
+	}
+	route, known := r.endpoint[k]
+	switch {
+	case !exists:
+		return nil, ErrItemNotFound()
+	case !known && !visible:
+		// A hidden endpoint must look exactly like a nonexistent one,
+		// whatever the payload.
+		return nil, ErrItemNotFound()
+	case !known:
+		return nil, ErrServiceUnavailable()
+	case route.access == AccessVisible && !visible:
+		return nil, ErrItemNotFound()
+	}
+	return route.handler.HandleIQ(ctx, iq)
+}
+
+func (r *Router) errorReply(iq IQ, err error) *xmltree.Element {
+	var se *StanzaError
+	if !errors.As(err, &se) {
+		r.log.Error("IQ handler failed", "payload", payloadName(iq.Payload), "from", iq.From.String(), "err", err)
+		se = ErrInternal()
+	}
+	reply := NewIQ("error", iq.ID, iq.To, iq.From, nil)
+	return reply.Add(se.Element())
+}
+
+// DispatchMessage hands a message to every message handler.
+func (r *Router) DispatchMessage(ctx context.Context, m Message) {
+	for _, h := range r.message {
+		h(ctx, m)
+	}
+}
+
+// DispatchPresence hands a presence to every presence handler.
+func (r *Router) DispatchPresence(ctx context.Context, p Presence) {
+	for _, h := range r.presence {
+		h(ctx, p)
+	}
+}
+
+func payloadName(e *xmltree.Element) string {
+	if e == nil {
+		return "(none)"
+	}
+	return fmt.Sprintf("{%s}%s", e.Name.Space, e.Name.Local)
+}

@@ -1,0 +1,145 @@
+package directory
+
+import "errors"
+
+// Manifest is one immutable registered version of an endpoint's Agent API
+// manifest (urn:xmpp:agent-api:0). Canonical holds the RFC 8785 bytes that
+// were hashed; every retrieval returns exactly those bytes.
+type Manifest struct {
+	Endpoint           string // normalized bare JID (agent.jid)
+	Version            string // agent.version
+	Canonical          []byte
+	Hash               string // XEP-0300 base64 SHA-256 of Canonical
+	Agent              Agent
+	Implementation     *Implementation
+	MCPProtocolVersion string
+	Tools              []Tool // in manifest order
+}
+
+// Agent is the manifest's agent object.
+type Agent struct {
+	JID, Name, Title, Description, Version, Vendor, Homepage, AvatarURL string
+}
+
+// Implementation is the manifest's implementation object.
+type Implementation struct{ Name, Version string }
+
+// Tool is one tool of a manifest. Schemas are kept as canonical bytes so that
+// schema retrieval and hashing never re-serialize.
+type Tool struct {
+	Name         string
+	Title        string
+	Description  string
+	InputSchema  []byte // canonical JSON
+	InputHash    string
+	OutputSchema []byte // canonical JSON; nil when the tool declares none
+	OutputHash   string
+	Annotations  Annotations
+	Ext          ToolExt
+	// Canonical is the canonical JSON of the whole tool object, for bridges
+	// that rebuild an MCP Tool from it.
+	Canonical []byte
+}
+
+// Annotations are the MCP tool hints. A nil field was absent and must stay
+// absent on every surface.
+type Annotations struct {
+	ReadOnly, Destructive, Idempotent, OpenWorld *bool
+}
+
+// ToolExt is the tool's urn:xmpp:agent-api:0 extension object.
+type ToolExt struct {
+	SupportsProgress      bool
+	SupportsCancellation  bool
+	SupportsInput         bool
+	DefaultTimeoutSeconds int // 0 when absent
+	MaximumTimeoutSeconds int // 0 when absent
+	RequiredPermissions   []string
+	ApprovalRequired      bool
+	Tags                  []string
+}
+
+// Tool returns the tool with exactly this name.
+func (m *Manifest) Tool(name string) (*Tool, bool) {
+	for i := range m.Tools {
+		if m.Tools[i].Name == name {
+			return &m.Tools[i], true
+		}
+	}
+	return nil, false
+}
+
+// DisplayName is the title if any, else the name.
+func (m *Manifest) DisplayName() string {
+	if m.Agent.Title != "" {
+		return m.Agent.Title
+	}
+	return m.Agent.Name
+}
+
+// PageQuery is an XEP-0059 request. Before with HasBefore and an empty value
+// asks for the last page.
+type PageQuery struct {
+	Max       int // <= 0 means the gateway's default page size
+	After     string
+	Before    string
+	HasBefore bool
+	Index     int // -1 when absent
+}
+
+// Entry is one visible endpoint in a directory or search page.
+type Entry struct {
+	JID  string
+	Name string // display name (title, else name)
+}
+
+// Page is one RSM page of endpoints ordered octetwise by bare JID.
+type Page struct {
+	Items      []Entry
+	First      string
+	Last       string
+	FirstIndex int
+	Count      int // visible endpoints matching, over all pages
+}
+
+// VersionStatus describes one registered version for registration-status.
+type VersionStatus struct {
+	Version   string
+	Hash      string
+	Active    bool
+	Removable bool
+}
+
+// Status is the answer to registration-status.
+type Status struct {
+	Endpoint string
+	Active   string // "" when deactivated
+	Versions []VersionStatus
+}
+
+// ReferenceChecker tells whether retained tasks still reference a version.
+// The task engine implements it; until one is installed nothing is
+// referenced.
+type ReferenceChecker interface {
+	VersionReferenced(endpoint, version string) (bool, error)
+}
+
+// Errors of registry operations. ValidationError carries the clear,
+// attacker-free reason a manifest was rejected.
+var (
+	ErrConflict     = errors.New("directory: conflicting content for an existing version")
+	ErrNotFound     = errors.New("directory: no such endpoint or version")
+	ErrHashMismatch = errors.New("directory: hash does not match the registered version")
+	ErrActive       = errors.New("directory: the version is active")
+	ErrReferenced   = errors.New("directory: retained tasks reference the version")
+	ErrTooLarge     = errors.New("directory: manifest exceeds a size or complexity limit")
+)
+
+// ValidationError reports why a manifest or schema was rejected. Reason is
+// composed by the validator from fixed phrases and JSON pointers; it never
+// quotes the document's values.
+type ValidationError struct {
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return "invalid manifest: " + e.Reason }

@@ -1,0 +1,138 @@
+// Package tasks implements the durable task lifecycle of
+// urn:xmpp:agent-task:0: admission with replay fingerprints, gap-free
+// revisions and events, interactive input, cancellation, deadlines,
+// retention and recovery. The engine owns every state transition; executors
+// only report through a Run.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// State is a task state of the protocol.
+type State string
+
+// Task states. accepted is set by admission; running, input_required and
+// cancelling by the engine on behalf of the executor or the caller; the
+// terminal states only by the engine when the executor settles (or a
+// deadline or input expiry fires). Terminal states never change.
+const (
+	StateAccepted      State = "accepted"
+	StateRunning       State = "running"
+	StateInputRequired State = "input_required"
+	StateCancelling    State = "cancelling"
+	StateCompleted     State = "completed"
+	StateFailed        State = "failed"
+	StateCancelled     State = "cancelled"
+)
+
+// Terminal reports whether s is a terminal state.
+func (s State) Terminal() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// Call is what an executor is asked to run.
+type Call struct {
+	TaskID       string
+	Caller       string // bare JID of the authenticated caller
+	Endpoint     string // bare JID of the target endpoint
+	Tool         string
+	Version      string
+	ManifestHash string
+	Arguments    json.RawMessage // RFC 8785 canonical, validated against the input schema
+	Deadline     time.Time       // zero when the invoke carried none
+}
+
+// ToolResult is an MCP CallToolResult, kept whole. Content is the JSON
+// array; absent members stay nil.
+type ToolResult struct {
+	Content           json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           *bool           `json:"isError,omitempty"`
+	Meta              json.RawMessage `json:"_meta,omitempty"`
+}
+
+// Progress is one progress update. Percent is nil when the total is unknown.
+type Progress struct {
+	Percent *float64
+	Stage   string
+	Message string
+}
+
+// InputRequest asks the caller for structured input.
+type InputRequest struct {
+	Question  string
+	Schema    json.RawMessage // a JSON Schema object
+	ExpiresAt time.Time       // zero for no expiry
+}
+
+// Failure is an execution failure. Codes of our own are namespace
+// qualified ("agentgw:...", "mcp:...", "xagent:..."); Message is a safe
+// sentence without secrets or attacker payloads.
+type Failure struct {
+	Code      string
+	Message   string
+	Retryable bool
+}
+
+// Well-known failure codes.
+const (
+	CodeDeadlineExpired    = "deadline-expired"
+	CodeInternalError      = "internal-error"
+	CodeUnavailable        = "unavailable"
+	CodeInterrupted        = "agentgw:interrupted"
+	CodeBackendUnavailable = "agentgw:backend-unavailable"
+	CodeInvalidOutput      = "agentgw:invalid-output"
+	CodeInputExpired       = "agentgw:input-expired"
+)
+
+// Run is an executor's handle on one task. Every method commits through the
+// engine; none of them writes state directly. All are safe for concurrent use.
+type Run interface {
+	// Progress commits one progress update (one revision, one event).
+	Progress(p Progress) error
+	// RequestInput commits input_required and blocks until the caller's
+	// answer has been accepted, returning it. It fails with ErrInputExpired,
+	// ErrSettled or ctx's error.
+	RequestInput(ctx context.Context, req InputRequest) (json.RawMessage, error)
+	// Complete settles the task as completed with the whole result.
+	Complete(r ToolResult) error
+	// Fail settles the task as failed.
+	Fail(f Failure) error
+	// Cancelled settles the task as cancelled, after the executor has
+	// honoured a cancellation request.
+	Cancelled(reason string) error
+	// CancelRequested is closed once a cancellation has been accepted.
+	// Cancellation is advisory: the executor decides how to settle.
+	CancelRequested() <-chan struct{}
+}
+
+// Executor runs tasks for one backend. Execute returns when the task has
+// been settled through run, or when ctx ends because the gateway is shutting
+// down (the task is then settled as interrupted by the engine).
+type Executor interface {
+	Execute(ctx context.Context, call Call, run Run)
+}
+
+// Features are the endpoint-wide task features a backend supports. They
+// decide which urn:xmpp:agent-task:0#... features are advertised.
+type Features struct {
+	Progress bool
+	Cancel   bool
+	Input    bool
+}
+
+// Backend is an executor together with what it supports.
+type Backend interface {
+	Executor
+	Features() Features
+}
+
+// Errors returned to executors.
+var (
+	ErrSettled      = errors.New("tasks: task already settled")
+	ErrInputExpired = errors.New("tasks: input request expired")
+)

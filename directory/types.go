@@ -1,6 +1,9 @@
 package directory
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Manifest is one immutable registered version of an endpoint's Agent API
 // manifest (urn:xmpp:agent-api:0). Canonical holds the RFC 8785 bytes that
@@ -143,3 +146,31 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return "invalid manifest: " + e.Reason }
+
+// Reader is the read side of the directory that discovery, search,
+// invocation and the bridges use. Implementations answer from memory.
+type Reader interface {
+	// Manifest returns a registered, not removed version.
+	Manifest(endpoint, version string) (*Manifest, bool)
+	// Active returns the active version, if the endpoint has one.
+	Active(endpoint string) (*Manifest, bool)
+	// Exists reports whether the endpoint has any registered version.
+	Exists(endpoint string) bool
+	// List pages the endpoints that have an active version and that
+	// visible accepts, ordered octetwise by bare JID.
+	List(visible func(endpoint string) bool, q PageQuery) Page
+	// Search is List restricted to endpoints whose localpart, name or
+	// title contains nick, compared Unicode case-insensitively.
+	Search(visible func(endpoint string) bool, nick string, q PageQuery) Page
+}
+
+// Admin is the Administrative Provisioning surface, shared by the admin IQs
+// and the local `agentgw admin` command.
+type Admin interface {
+	Register(ctx context.Context, raw []byte) (*Manifest, error)
+	Activate(ctx context.Context, endpoint, version, hash string) error
+	Deactivate(ctx context.Context, endpoint string) error
+	Status(ctx context.Context, endpoint string) (*Status, error)
+	RemoveVersion(ctx context.Context, endpoint, version string) error
+	RemoveEndpoint(ctx context.Context, endpoint string) error
+}

@@ -1,0 +1,53 @@
+// Package ns holds the XML namespaces, feature vars, form types and node
+// prefixes of the XMPP Agent Gateway protocol and the XEPs it builds on, so
+// that the gateway, its clients and its tests spell them once.
+package ns
+
+// Agent Gateway protocol.
+const (
+	Directory       = "urn:xmpp:agent-directory:0"
+	API             = "urn:xmpp:agent-api:0"
+	APIManifest     = "urn:xmpp:agent-api:0#manifest"
+	APISchema       = "urn:xmpp:agent-api:0#schema"
+	APISelfRegister = "urn:xmpp:agent-api:0#self-register"
+	APIAdmin        = "urn:xmpp:agent-api:0#admin"
+	ToolsNodePrefix = "urn:xmpp:agent-tools:0" // + "#" + version
+	Tool            = "urn:xmpp:agent-tool:0"  // feature, and node prefix
+	Endpoint        = "urn:xmpp:agent-endpoint:0"
+	EndpointInfo    = "urn:xmpp:agent-endpoint-info:0"
+	ToolInfo        = "urn:xmpp:agent-tool-info:0"
+	Task            = "urn:xmpp:agent-task:0"
+	TaskProgress    = "urn:xmpp:agent-task:0#progress"
+	TaskCancel      = "urn:xmpp:agent-task:0#cancel"
+	TaskInput       = "urn:xmpp:agent-task:0#input"
+)
+
+// XEPs.
+const (
+	DiscoInfo  = "http://jabber.org/protocol/disco#info"  // XEP-0030
+	DiscoItems = "http://jabber.org/protocol/disco#items" // XEP-0030
+	RSM        = "http://jabber.org/protocol/rsm"         // XEP-0059
+	Data       = "jabber:x:data"                          // XEP-0004
+	Search     = "jabber:iq:search"                       // XEP-0055
+	VCard      = "vcard-temp"                             // XEP-0054
+	Ping       = "urn:xmpp:ping"                          // XEP-0199
+	Hashes     = "urn:xmpp:hashes:2"                      // XEP-0300
+	Version    = "jabber:iq:version"                      // XEP-0092
+)
+
+// Identity category and types.
+const (
+	CategoryAutomation = "automation"
+	TypeGateway        = "agent-gateway"
+	TypeDirectory      = "agent-directory"
+	TypeEndpoint       = "agent-endpoint"
+	TypeToolCollection = "agent-tool-collection"
+	TypeTool           = "agent-tool"
+)
+
+// Media types.
+const (
+	MediaJSON       = "application/json"
+	MediaSchemaJSON = "application/schema+json"
+	HashAlgo        = "sha-256"
+)

@@ -1,0 +1,161 @@
+// Package store opens agentgw's SQLite database: WAL mode, synchronous=FULL,
+// embedded migrations, one writer connection and a pool of read-only
+// readers. The domain packages keep their queries in their own sqlite
+// sub-packages; this package owns only the file, its settings and the
+// schema history.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is an open store: Write has exactly one connection, so writers queue in
+// Go instead of failing with SQLITE_BUSY; Read serves concurrent readers.
+type DB struct {
+	Write *sql.DB
+	Read  *sql.DB
+	Path  string
+}
+
+// Open opens (creating if needed) the database at path and applies pending
+// migrations.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("store: empty path")
+	}
+	w, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite3", dsn(path, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	return &DB{Write: w, Read: r, Path: path}, nil
+}
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_busy_timeout", "10000")
+	q.Set("_foreign_keys", "on")
+	if readOnly {
+		q.Set("mode", "ro")
+		q.Set("_query_only", "true")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Close closes both handles.
+func (db *DB) Close() error {
+	return errors.Join(db.Read.Close(), db.Write.Close())
+}
+
+// QuickCheck runs PRAGMA quick_check and returns nil when it reports ok.
+func (db *DB) QuickCheck(ctx context.Context) error {
+	return pragmaCheck(ctx, db.Read, "quick_check")
+}
+
+// IntegrityCheck runs PRAGMA integrity_check.
+func (db *DB) IntegrityCheck(ctx context.Context) error {
+	return pragmaCheck(ctx, db.Read, "integrity_check")
+}
+
+func pragmaCheck(ctx context.Context, q *sql.DB, pragma string) error {
+	rows, err := q.QueryContext(ctx, "PRAGMA "+pragma)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", pragma, err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		if s != "ok" {
+			problems = append(problems, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("store: %s: %s", pragma, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// migrate applies every embedded migration not yet recorded, each in its
+// own transaction, in file-name order.
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name TEXT PRIMARY KEY,
+		applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+	) STRICT`); err != nil {
+		return fmt.Errorf("store: migrations table: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+		if n > 0 {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(name) VALUES (?)`, name); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: migration %s: %w", name, err)
+		}
+	}
+	return nil
+}

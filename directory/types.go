@@ -101,7 +101,7 @@ type Page struct {
 	Items      []Entry
 	First      string
 	Last       string
-	FirstIndex int
+	FirstIndex int // position of First among all matches; meaningful only when Items is non-empty
 	Count      int // visible endpoints matching, over all pages
 }
 
@@ -136,6 +136,7 @@ var (
 	ErrActive       = errors.New("directory: the version is active")
 	ErrReferenced   = errors.New("directory: retained tasks reference the version")
 	ErrTooLarge     = errors.New("directory: manifest exceeds a size or complexity limit")
+	ErrBadEndpoint  = errors.New("directory: invalid endpoint identifier")
 )
 
 // ValidationError reports why a manifest or schema was rejected. Reason is

@@ -1,0 +1,477 @@
+package directory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentgw/agentgw/directory/dirsqlite"
+	"github.com/agentgw/agentgw/internal/store"
+)
+
+// Registry is the directory: the Admin operations write through to SQLite
+// (directory/dirsqlite), and the Reader operations answer from an immutable
+// in-memory snapshot that is swapped atomically after every committed
+// change, so readers never lock or touch the database.
+//
+// Changes made by another process on the same store (the `agentgw admin`
+// command) become visible when Watch notices the change generation move.
+type Registry struct {
+	store *dirsqlite.Store
+	log   *slog.Logger
+
+	snap atomic.Pointer[snapshot]
+
+	writeMu sync.Mutex // serializes this process's admin writes
+	loadMu  sync.Mutex // serializes snapshot rebuilds
+
+	rc atomic.Pointer[refChecker]
+
+	cbMu      sync.Mutex
+	callbacks []func()
+}
+
+type refChecker struct{ ReferenceChecker }
+
+var (
+	_ Reader = (*Registry)(nil)
+	_ Admin  = (*Registry)(nil)
+)
+
+// NewRegistry loads the directory from db. Stored versions that no longer
+// load (corrupt bytes, hash mismatch) are logged by endpoint and version and
+// left out of the index.
+func NewRegistry(ctx context.Context, db *store.DB, log *slog.Logger) (*Registry, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Registry{store: dirsqlite.New(db), log: log}
+	r.snap.Store(emptySnapshot)
+	if _, err := r.refresh(ctx, nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// SetReferenceChecker installs the task engine's view of retained tasks.
+// Until one is installed no version is referenced.
+func (r *Registry) SetReferenceChecker(rc ReferenceChecker) {
+	if rc == nil {
+		r.rc.Store(nil)
+		return
+	}
+	r.rc.Store(&refChecker{rc})
+}
+
+// OnChange registers f to run after every change this Registry observes:
+// its own commits and, through Watch, any change of the store's change
+// generation (directory or trust changes by another process). f runs
+// synchronously on the changing goroutine and must not block; it should
+// only signal.
+func (r *Registry) OnChange(f func()) {
+	if f == nil {
+		panic("directory: OnChange with a nil func")
+	}
+	r.cbMu.Lock()
+	r.callbacks = append(r.callbacks, f)
+	r.cbMu.Unlock()
+}
+
+func (r *Registry) notify() {
+	r.cbMu.Lock()
+	cbs := append([]func(){}, r.callbacks...)
+	r.cbMu.Unlock()
+	for _, f := range cbs {
+		f()
+	}
+}
+
+// Watch polls the store's change generation every interval and reloads the
+// index when it moved. It returns when ctx is done; run it in its own
+// goroutine. Poll errors are logged and retried on the next tick.
+func (r *Registry) Watch(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		gen, err := r.store.Generation(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("directory: polling the change generation failed", "err", err)
+			}
+			continue
+		}
+		if gen == r.snap.Load().gen {
+			continue
+		}
+		changed, err := r.refresh(ctx, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("directory: reloading the index failed", "err", err)
+			}
+			continue
+		}
+		if changed {
+			r.notify()
+		}
+	}
+}
+
+// refresh rebuilds the snapshot from the store, reusing every manifest the
+// current snapshot (or fresh) already holds: a version's content never
+// changes, so only new versions are read and parsed. It reports whether the
+// generation moved.
+func (r *Registry) refresh(ctx context.Context, fresh *Manifest) (bool, error) {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	old := r.snap.Load()
+	have := func(endpoint, version, hash string) *Manifest {
+		if fresh != nil && fresh.Endpoint == endpoint && fresh.Version == version && fresh.Hash == hash {
+			return fresh
+		}
+		if e := old.endpoints[endpoint]; e != nil {
+			if m := e.versions[version]; m != nil && m.Hash == hash {
+				return m
+			}
+		}
+		return nil
+	}
+	loaded := make(map[[2]string]*Manifest)
+	gen, rows, err := r.store.Load(ctx,
+		func(e, v, h string) bool { return have(e, v, h) == nil },
+		func(row dirsqlite.Version) error {
+			m, err := loadStored(row)
+			if err != nil {
+				r.log.Error("directory: a stored manifest version does not load; it is left out of the index",
+					"endpoint", row.Endpoint, "version", row.Version, "err", err)
+				return nil
+			}
+			loaded[[2]string{row.Endpoint, row.Version}] = m
+			return nil
+		})
+	if err != nil {
+		return false, err
+	}
+	if gen == old.gen && old != emptySnapshot {
+		return false, nil
+	}
+	if len(loaded) == 0 && unchanged(old, rows) {
+		// The generation moved for something else (a trust change): share
+		// the index, only the generation is new.
+		s := *old
+		s.gen = gen
+		r.snap.Store(&s)
+		return true, nil
+	}
+	s := &snapshot{gen: gen, endpoints: make(map[string]*endpointIndex, len(old.endpoints)+1)}
+	for _, row := range rows {
+		m := have(row.Endpoint, row.Version, row.Hash)
+		if m == nil {
+			if m = loaded[[2]string{row.Endpoint, row.Version}]; m == nil {
+				continue // logged above
+			}
+		}
+		e := s.endpoints[row.Endpoint]
+		if e == nil {
+			e = &endpointIndex{versions: make(map[string]*Manifest, 1)}
+			s.endpoints[row.Endpoint] = e
+		}
+		e.versions[row.Version] = m
+		if row.Active {
+			e.active = m
+		}
+	}
+	s.buildList(old)
+	r.snap.Store(s)
+	return true, nil
+}
+
+// unchanged reports whether rows describe exactly old's versions and active
+// pointers.
+func unchanged(old *snapshot, rows []dirsqlite.Version) bool {
+	n := 0
+	for _, row := range rows {
+		e := old.endpoints[row.Endpoint]
+		if e == nil {
+			return false
+		}
+		m := e.versions[row.Version]
+		if m == nil || m.Hash != row.Hash || (e.active == m) != row.Active {
+			return false
+		}
+		n++
+	}
+	for _, e := range old.endpoints {
+		n -= len(e.versions)
+	}
+	return n == 0
+}
+
+// loadStored re-reads stored canonical bytes. They were fully validated at
+// registration; tool schemas are not compiled again (the task engine
+// compiles them on use), but the bytes must still be canonical and match
+// the stored hash and key.
+func loadStored(row dirsqlite.Version) (*Manifest, error) {
+	m, err := parseManifest(row.Canonical, false)
+	if err != nil {
+		return nil, err
+	}
+	if m.Hash != row.Hash || m.Endpoint != row.Endpoint || m.Version != row.Version || string(m.Canonical) != string(row.Canonical) {
+		return nil, errors.New("stored bytes do not match the stored key and hash")
+	}
+	// m.Canonical equals row.Canonical and the tools' slices point into it;
+	// row.Canonical is dropped.
+	return m, nil
+}
+
+// Reader.
+
+// Manifest returns a registered, not removed version. endpoint must be a
+// normalized bare JID (as parsed stanza addresses are). The result is
+// shared and must not be modified.
+func (r *Registry) Manifest(endpoint, version string) (*Manifest, bool) {
+	if e := r.snap.Load().endpoints[endpoint]; e != nil {
+		m, ok := e.versions[version]
+		return m, ok
+	}
+	return nil, false
+}
+
+// Active returns the endpoint's active version.
+func (r *Registry) Active(endpoint string) (*Manifest, bool) {
+	if e := r.snap.Load().endpoints[endpoint]; e != nil && e.active != nil {
+		return e.active, true
+	}
+	return nil, false
+}
+
+// Exists reports whether the endpoint has any registered version.
+func (r *Registry) Exists(endpoint string) bool {
+	return r.snap.Load().endpoints[endpoint] != nil
+}
+
+// List pages the active endpoints that visible accepts (nil accepts all),
+// ordered octetwise by bare JID. visible is called once per active
+// endpoint, because Count covers all pages. Max is cut to MaxPageSize;
+// FirstIndex is meaningful only when Items is non-empty.
+func (r *Registry) List(visible func(endpoint string) bool, q PageQuery) Page {
+	return r.snap.Load().list(visible, q)
+}
+
+// Search is List restricted to endpoints whose localpart, agent.name or
+// agent.title contains nick after Unicode full case folding (so "STRASSE"
+// finds "Straße"). An empty nick lists every visible endpoint.
+func (r *Registry) Search(visible func(endpoint string) bool, nick string, q PageQuery) Page {
+	return r.snap.Load().search(visible, nick, q)
+}
+
+// Generation returns the change generation the in-memory index reflects.
+func (r *Registry) Generation() int64 { return r.snap.Load().gen }
+
+// Admin.
+
+// Register validates raw (ParseManifest) and stores it as an immutable
+// version. Identical content is idempotent; different content under an
+// existing or tombstoned version is ErrConflict. Registration does not
+// activate.
+func (r *Registry) Register(ctx context.Context, raw []byte) (*Manifest, error) {
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, err
+	}
+	err = r.write(ctx, m, func() (bool, error) {
+		return r.store.Register(ctx, m.Endpoint, m.Version, m.Hash, m.Canonical)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if have, ok := r.Manifest(m.Endpoint, m.Version); ok && have.Hash == m.Hash {
+		return have, nil
+	}
+	return m, nil
+}
+
+// Activate selects an existing version after checking its hash
+// (ErrNotFound, ErrHashMismatch).
+func (r *Registry) Activate(ctx context.Context, endpoint, version, hash string) error {
+	ep, err := NormalizeEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	return r.write(ctx, nil, func() (bool, error) {
+		return r.store.Activate(ctx, ep, version, hash)
+	})
+}
+
+// Deactivate clears the active-version pointer; manifests stay.
+func (r *Registry) Deactivate(ctx context.Context, endpoint string) error {
+	ep, err := NormalizeEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	return r.write(ctx, nil, func() (bool, error) {
+		return r.store.Deactivate(ctx, ep)
+	})
+}
+
+// Status reports the active version and every registered version in
+// registration order, each with whether RemoveVersion would accept it now.
+func (r *Registry) Status(ctx context.Context, endpoint string) (*Status, error) {
+	ep, err := NormalizeEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := r.store.Versions(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, ErrNotFound
+	}
+	st := &Status{Endpoint: ep, Versions: make([]VersionStatus, len(vs))}
+	for i, v := range vs {
+		referenced := false
+		if !v.Active {
+			if referenced, err = r.referenced(ep, v.Version); err != nil {
+				return nil, err
+			}
+		}
+		st.Versions[i] = VersionStatus{Version: v.Version, Hash: v.Hash, Active: v.Active, Removable: !v.Active && !referenced}
+		if v.Active {
+			st.Active = v.Version
+		}
+	}
+	return st, nil
+}
+
+// RemoveVersion removes one inactive version that no retained task
+// references (ErrActive, ErrReferenced, ErrNotFound), leaving a permanent
+// tombstone.
+//
+// The reference check and the delete are not one transaction with task
+// admission. The task engine should close that window by checking, inside
+// its admission transaction, that the directory_versions row still exists
+// (same SQLite file).
+func (r *Registry) RemoveVersion(ctx context.Context, endpoint, version string) error {
+	ep, err := NormalizeEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	return r.write(ctx, nil, func() (bool, error) {
+		vs, err := r.store.Versions(ctx, ep)
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for _, v := range vs {
+			if v.Version == version {
+				found = true
+				if v.Active {
+					return false, ErrActive
+				}
+			}
+		}
+		if !found {
+			return false, ErrNotFound
+		}
+		if ref, err := r.referenced(ep, version); err != nil {
+			return false, err
+		} else if ref {
+			return false, ErrReferenced
+		}
+		return true, r.store.RemoveVersion(ctx, ep, version)
+	})
+}
+
+// RemoveEndpoint deactivates the endpoint and removes all its versions,
+// only if no retained task references any of them (ErrReferenced).
+func (r *Registry) RemoveEndpoint(ctx context.Context, endpoint string) error {
+	ep, err := NormalizeEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	return r.write(ctx, nil, func() (bool, error) {
+		for attempt := 0; ; attempt++ {
+			vs, err := r.store.Versions(ctx, ep)
+			if err != nil {
+				return false, err
+			}
+			if len(vs) == 0 {
+				return false, ErrNotFound
+			}
+			names := make([]string, len(vs))
+			for i, v := range vs {
+				names[i] = v.Version
+				if ref, err := r.referenced(ep, v.Version); err != nil {
+					return false, err
+				} else if ref {
+					return false, ErrReferenced
+				}
+			}
+			err = r.store.RemoveEndpoint(ctx, ep, names)
+			if errors.Is(err, dirsqlite.ErrChanged) && attempt < 3 {
+				continue // another process registered meanwhile; check again
+			}
+			return err == nil, err
+		}
+	})
+}
+
+func (r *Registry) referenced(endpoint, version string) (bool, error) {
+	rc := r.rc.Load()
+	if rc == nil {
+		return false, nil
+	}
+	ref, err := rc.VersionReferenced(endpoint, version)
+	if err != nil {
+		return false, fmt.Errorf("directory: checking task references: %w", err)
+	}
+	return ref, nil
+}
+
+// write runs one admin change under writeMu, then, outside the lock, makes
+// a committed change visible to this process's readers before returning
+// (read-your-writes) and runs the OnChange callbacks, so a callback may call
+// back into the Registry. A failed reload after a commit is logged, not
+// returned; Watch retries it.
+func (r *Registry) write(ctx context.Context, fresh *Manifest, op func() (changed bool, err error)) error {
+	r.writeMu.Lock()
+	changed, err := op()
+	r.writeMu.Unlock()
+	if err != nil {
+		return mapStoreErr(err)
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := r.refresh(context.WithoutCancel(ctx), fresh); err != nil {
+		r.log.Error("directory: reloading the index after a change failed", "err", err)
+	}
+	r.notify()
+	return nil
+}
+
+func mapStoreErr(err error) error {
+	switch {
+	case errors.Is(err, dirsqlite.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, dirsqlite.ErrConflict), errors.Is(err, dirsqlite.ErrChanged):
+		return ErrConflict
+	case errors.Is(err, dirsqlite.ErrHashMismatch):
+		return ErrHashMismatch
+	case errors.Is(err, dirsqlite.ErrActive):
+		return ErrActive
+	}
+	return err
+}

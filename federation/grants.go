@@ -147,3 +147,18 @@ func SortGrants(gs []Grant) {
 		return gs[i].Endpoint < gs[j].Endpoint
 	})
 }
+
+// ForPrincipal resolves a principal's grants once and returns a check for
+// many endpoints, for directory pages that test every endpoint.
+func (t *GrantTable) ForPrincipal(principal string) func(endpoint string, scope Scope) bool {
+	s := t.snap.Load()
+	if s == nil {
+		return func(string, Scope) bool { return false }
+	}
+	byJID := s.byPrincipal[normalizePrincipal(principal)]
+	byDomain := s.byPrincipal[normalizePrincipal(DomainOf(principal))]
+	return func(endpoint string, scope Scope) bool {
+		got := byJID[endpoint] | byJID[""] | byDomain[endpoint] | byDomain[""]
+		return got&scope == scope
+	}
+}

@@ -122,3 +122,31 @@ func matches(list []string, principal string) bool {
 	}
 	return hit
 }
+
+// principalGrants is implemented by grant sources that can resolve one
+// principal's grants once (GrantTable does).
+type principalGrants interface {
+	ForPrincipal(principal string) func(endpoint string, scope Scope) bool
+}
+
+// VisibleFunc returns CanSee for one principal, with the principal's
+// locality and grants resolved once: a directory page tests every endpoint.
+func (p *Policy) VisibleFunc(principal string) func(endpoint string) bool {
+	local := p.IsLocal(principal)
+	granted := func(string, Scope) bool { return false }
+	if h := p.grants.Load(); h != nil && h.src != nil {
+		if pg, ok := h.src.(principalGrants); ok {
+			granted = pg.ForPrincipal(principal)
+		} else {
+			granted = func(ep string, s Scope) bool { return h.src.Granted(principal, ep, s) }
+		}
+	}
+	return func(endpoint string) bool {
+		g := granted(endpoint, ScopeVisibility)
+		if !local {
+			return g
+		}
+		rule, hasRule := p.rules[endpoint]
+		return !hasRule || len(rule.VisibleTo) == 0 || matches(rule.VisibleTo, principal)
+	}
+}

@@ -36,3 +36,19 @@ func TestDenyByDefault(t *testing.T) {
 		t.Error("visibility grant allowed invocation")
 	}
 }
+
+func TestVisibleFuncAgreesWithCanSee(t *testing.T) {
+	p := New([]string{"example.test"}, nil, map[string]EndpointRule{
+		"secret@agents.example.test": {VisibleTo: []string{"alice@example.test"}},
+	})
+	p.SetGrants(fakeGrants{"remote.test": ScopeVisibility, "bot@other.test": ScopeInvocation})
+	eps := []string{"weather@agents.example.test", "secret@agents.example.test"}
+	for _, who := range []string{"alice@example.test", "bob@example.test", "eve@remote.test", "bot@other.test", "x@nowhere.test"} {
+		f := p.VisibleFunc(who)
+		for _, ep := range eps {
+			if f(ep) != p.CanSee(who, ep) {
+				t.Errorf("VisibleFunc(%s)(%s) = %v, CanSee = %v", who, ep, f(ep), p.CanSee(who, ep))
+			}
+		}
+	}
+}

@@ -136,8 +136,8 @@ func Decode(r xml.TokenReader, start xml.StartElement, lim Limits) (*Element, er
 	st := decodeState{lim: lim}
 	root := st.newElement(start)
 	stack := []*Element{root}
-	var text []strings.Builder
-	text = append(text, strings.Builder{})
+	var text []*strings.Builder
+	text = append(text, new(strings.Builder))
 	if err := st.account(attrBytes(start.Attr)); err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func Decode(r xml.TokenReader, start xml.StartElement, lim Limits) (*Element, er
 			parent := stack[len(stack)-1]
 			parent.Children = append(parent.Children, el)
 			stack = append(stack, el)
-			text = append(text, strings.Builder{})
+			text = append(text, new(strings.Builder))
 		case xml.CharData:
 			if err := st.account(len(t)); err != nil {
 				return nil, err

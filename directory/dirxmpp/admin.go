@@ -1,0 +1,178 @@
+package dirxmpp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// adminOps are the Administrative Provisioning IQ children.
+var adminOps = []string{"register", "activate", "deactivate", "registration-status", "remove-version", "remove-endpoint"}
+
+// maxJIDBytes bounds a jid attribute (RFC 7622: three parts of 1023 bytes).
+const maxJIDBytes = 3071
+
+type admin struct{ s *service }
+
+// handle serves the admin IQs. Only local administrators may use them.
+// Everyone else gets forbidden before anything about the named endpoint is
+// looked at: the operation is gateway-wide, so the refusal discloses
+// nothing about any endpoint. Self-registration is not offered (see
+// gatewayInfo), so a non-admin <register/> is forbidden as well.
+//
+// Directory errors map to the spec's table: malformed JSON is bad-request,
+// failed validation not-acceptable, a size or complexity limit
+// resource-constraint, different content or a wrong hash conflict, and an
+// unknown endpoint or version item-not-found. Removing an active or
+// still-referenced version is conflict (the state conflicts with the
+// request). Error texts are fixed sentences; the manifest is never
+// reflected.
+func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if !a.s.Policy.IsAdmin(requester(iq)) {
+		return nil, component.ErrForbidden("Administrative provisioning requires an administrator.")
+	}
+	p := iq.Payload
+	op := p.Name.Local
+	// registration-status only reads, so it is accepted as get or set.
+	if op != "registration-status" && iq.Type != "set" {
+		return nil, component.ErrBadRequest("This operation must be an IQ set.")
+	}
+	if op == "register" {
+		return a.register(ctx, p)
+	}
+	ep, err := endpointAttr(p)
+	if err != nil {
+		return nil, err
+	}
+	switch op {
+	case "activate":
+		version, err := versionAttr(p)
+		if err != nil {
+			return nil, err
+		}
+		hash, err := parseHash(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.s.Admin.Activate(ctx, ep, version, hash); err != nil {
+			return nil, a.mapErr(op, err)
+		}
+		return xmltree.New(ns.API, "active", "jid", ep, "version", version), nil
+	case "deactivate":
+		if err := a.s.Admin.Deactivate(ctx, ep); err != nil {
+			return nil, a.mapErr(op, err)
+		}
+		return xmltree.New(ns.API, "deactivated", "jid", ep), nil
+	case "registration-status":
+		st, err := a.s.Admin.Status(ctx, ep)
+		if err != nil {
+			return nil, a.mapErr(op, err)
+		}
+		reg := xmltree.New(ns.API, "registration", "jid", ep)
+		for _, v := range st.Versions {
+			reg.Add(xmltree.New(ns.API, "version",
+				"id", v.Version,
+				"active", strconv.FormatBool(v.Active),
+				"removable", strconv.FormatBool(v.Removable),
+			).Add(hashElement(v.Hash)))
+		}
+		return reg, nil
+	case "remove-version":
+		version, err := versionAttr(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.s.Admin.RemoveVersion(ctx, ep, version); err != nil {
+			return nil, a.mapErr(op, err)
+		}
+		return xmltree.New(ns.API, "removed", "jid", ep, "version", version), nil
+	case "remove-endpoint":
+		if err := a.s.Admin.RemoveEndpoint(ctx, ep); err != nil {
+			return nil, a.mapErr(op, err)
+		}
+		return xmltree.New(ns.API, "removed", "jid", ep), nil
+	}
+	return nil, component.ErrServiceUnavailable()
+}
+
+func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Element, error) {
+	docs := p.ChildrenNamed(ns.API, "manifest")
+	if len(docs) != 1 {
+		return nil, component.ErrBadRequest("Exactly one manifest element is required.")
+	}
+	doc := docs[0]
+	if doc.AttrValue("media-type") != ns.MediaJSON {
+		return nil, component.ErrBadRequest("The manifest media-type must be application/json.")
+	}
+	raw := []byte(doc.Text)
+	if !json.Valid(raw) {
+		return nil, component.ErrBadRequest("The manifest is not well-formed JSON.")
+	}
+	m, err := a.s.Admin.Register(ctx, raw)
+	if err != nil {
+		return nil, a.mapErr("register", err)
+	}
+	return xmltree.New(ns.API, "registered", "jid", m.Endpoint, "version", m.Version).Add(hashElement(m.Hash)), nil
+}
+
+func (a *admin) mapErr(op string, err error) error {
+	var ve *directory.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return component.ErrNotAcceptable("The manifest failed validation.")
+	case errors.Is(err, directory.ErrTooLarge):
+		return component.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
+	case errors.Is(err, directory.ErrConflict):
+		return component.ErrConflict("The version is already registered with different content.")
+	case errors.Is(err, directory.ErrHashMismatch):
+		return component.ErrConflict("The hash does not match the registered version.")
+	case errors.Is(err, directory.ErrActive):
+		return component.ErrConflict("The version is active; deactivate or activate another version first.")
+	case errors.Is(err, directory.ErrReferenced):
+		return component.ErrConflict("Retained tasks still reference the version.")
+	case errors.Is(err, directory.ErrBadEndpoint):
+		return component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+	case errors.Is(err, directory.ErrNotFound):
+		return component.ErrItemNotFound()
+	}
+	var se *component.StanzaError
+	if errors.As(err, &se) {
+		return se
+	}
+	a.s.Log.Error("directory admin operation failed", "op", op, "err", err)
+	return component.ErrInternal()
+}
+
+// endpointAttr reads and normalizes the required jid attribute: a bare JID
+// with a localpart.
+func endpointAttr(p *xmltree.Element) (string, error) {
+	s, ok := p.LookupAttr("jid")
+	if !ok || s == "" {
+		return "", component.ErrBadRequest("The jid attribute is required.")
+	}
+	if len(s) > maxJIDBytes {
+		return "", component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+	}
+	j, err := jid.Parse(s)
+	if err != nil || j.Localpart() == "" || j.Resourcepart() != "" {
+		return "", component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+	}
+	return j.String(), nil
+}
+
+func versionAttr(p *xmltree.Element) (string, error) {
+	v, ok := p.LookupAttr("version")
+	if !ok || !ids.ValidVersion(v) {
+		return "", component.ErrBadRequest("The version attribute is missing or malformed.")
+	}
+	return v, nil
+}

@@ -1,0 +1,194 @@
+// Package dirxmpp implements the XMPP wire of the agent directory
+// (urn:xmpp:agent-directory:0 and urn:xmpp:agent-api:0): gateway, endpoint,
+// tool-collection and tool service discovery with XEP-0059 paging, manifest
+// and schema retrieval, XEP-0055 directory search, XEP-0054 endpoint vCards,
+// the administrative provisioning IQs, and presence for virtual endpoints.
+//
+// Every handler answers from the in-memory directory.Reader and the
+// federation.Policy; none does slow work. Anything nonexistent, hidden or
+// unauthorized for a discovery or metadata operation is answered with the
+// one byte-identical component.ErrItemNotFound.
+package dirxmpp
+
+import (
+	"log/slog"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/federation"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// Page sizes of directory listing, search and tool listing. The spec lets a
+// gateway return fewer items than asked; PageCeiling bounds the directory
+// result count as the business rules require.
+const (
+	DefaultPageSize = 50
+	PageCeiling     = 200
+)
+
+// DefaultReplaySeconds is advertised when Deps.ReplaySeconds is not
+// positive; it matches the config default of [tasks] replay_seconds.
+const DefaultReplaySeconds = 86400
+
+// Deps is what the directory wire needs.
+type Deps struct {
+	// Domain is the component domain; zero means the router's domain.
+	Domain jid.JID
+	// GatewayName is the gateway identity's name; "" leaves it out.
+	GatewayName string
+	Reader      directory.Reader
+	// Admin serves the administrative provisioning IQs; nil leaves them
+	// unregistered (service-unavailable) and unadvertised.
+	Admin  directory.Admin
+	Policy *federation.Policy
+	// TaskFeatures returns the endpoint-wide task features the task layer
+	// implements for an endpoint (urn:xmpp:agent-task:0 and its #progress,
+	// #cancel, #input). nil means none: the endpoint then advertises no
+	// task feature at all.
+	TaskFeatures func(endpoint string) []string
+	// ReplaySeconds is the advertised request_replay_seconds.
+	ReplaySeconds int
+	// ColdStart tells whether invoking can wake the endpoint's runtime;
+	// nil means never.
+	ColdStart func(endpoint string) bool
+	// Sender carries presence replies and pushes; nil disables presence.
+	Sender component.Sender
+	// Limiter rate-limits discovery and metadata requests; nil allows
+	// everything.
+	Limiter Limiter
+	Log     *slog.Logger
+}
+
+// Limiter rate-limits requesters by bare JID.
+type Limiter interface {
+	// Allow takes one token for requester. schema selects the budget of
+	// manifest and schema retrieval; otherwise it is discovery's
+	// (directory listing, search, endpoint and tool information, vCards).
+	Allow(requester string, schema bool) bool
+}
+
+type service struct {
+	Deps
+	domain jid.JID
+}
+
+// Register installs the directory's IQ and presence handlers on r and
+// returns the presence tracker that bridges use to announce runtime
+// availability. It panics on a nil router, reader or policy: those are
+// wiring errors.
+func Register(r *component.Router, d Deps) *Presence {
+	if r == nil || d.Reader == nil || d.Policy == nil {
+		panic("dirxmpp: Register needs a router, a reader and a policy")
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.ReplaySeconds <= 0 {
+		d.ReplaySeconds = DefaultReplaySeconds
+	}
+	s := &service{Deps: d, domain: d.Domain.Domain()}
+	if s.domain.String() == "" {
+		s.domain = r.Domain()
+	}
+
+	r.HandleGatewayIQ(ns.DiscoInfo, "query", component.IQHandlerFunc(s.gatewayInfo))
+	r.HandleGatewayIQ(ns.DiscoItems, "query", component.IQHandlerFunc(s.gatewayItems))
+	r.HandleGatewayIQ(ns.Search, "query", component.IQHandlerFunc(s.search))
+	if d.Admin != nil {
+		a := &admin{s: s}
+		for _, op := range adminOps {
+			r.HandleGatewayIQ(ns.API, op, component.IQHandlerFunc(a.handle))
+		}
+	}
+
+	// Discovery and metadata are AccessVisible: the router already answers
+	// item-not-found for nonexistent or hidden endpoints.
+	r.HandleEndpointIQ(ns.DiscoInfo, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointInfo))
+	r.HandleEndpointIQ(ns.DiscoItems, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointItems))
+	r.HandleEndpointIQ(ns.API, "manifest-request", component.AccessVisible, component.IQHandlerFunc(s.manifest))
+	r.HandleEndpointIQ(ns.API, "schema-request", component.AccessVisible, component.IQHandlerFunc(s.schema))
+	r.HandleEndpointIQ(ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(s.vcard))
+
+	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Log)
+	if d.Sender != nil {
+		r.HandlePresence(p.handle)
+	}
+	return p
+}
+
+// requester is the bare JID that authorization decisions use.
+func requester(iq component.IQ) string { return iq.From.Bare().String() }
+
+// endpointOf is the addressed endpoint's bare JID.
+func endpointOf(iq component.IQ) string { return iq.To.Bare().String() }
+
+// visible is the directory's visibility filter for one requester.
+func (s *service) visible(req string) func(string) bool {
+	return s.Policy.VisibleFunc(req)
+}
+
+// allow applies the rate limit. Endpoint handlers run only after the
+// router found the endpoint visible, so a refusal never tells a hidden
+// endpoint from a nonexistent one.
+func (s *service) allow(iq component.IQ, schema bool) error {
+	if s.Limiter != nil && !s.Limiter.Allow(requester(iq), schema) {
+		return component.ErrResourceConstraint("Rate limit reached; retry later.")
+	}
+	return nil
+}
+
+// errNotAllowed is the not-allowed condition, which component has no
+// constructor for.
+func errNotAllowed(text string) *component.StanzaError {
+	return &component.StanzaError{Type: component.ErrTypeCancel, Condition: component.CondNotAllowed, Text: text}
+}
+
+// getOnly rejects IQ sets on read-only queries.
+func getOnly(iq component.IQ) error {
+	if iq.Type != "get" {
+		return component.ErrBadRequest("This query must be an IQ get.")
+	}
+	return nil
+}
+
+// hashElement is an XEP-0300 sha-256 <hash/>.
+func hashElement(value string) *xmltree.Element {
+	return xmltree.New(ns.Hashes, "hash", "algo", ns.HashAlgo).WithText(value)
+}
+
+// maxHashBytes bounds a received hash value; base64 of SHA-256 is 44.
+const maxHashBytes = 128
+
+// parseHash reads the single sha-256 XEP-0300 hash child of el.
+func parseHash(el *xmltree.Element) (string, error) {
+	hashes := el.ChildrenNamed(ns.Hashes, "hash")
+	if len(hashes) != 1 {
+		return "", component.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
+	}
+	h := hashes[0]
+	if h.AttrValue("algo") != ns.HashAlgo {
+		return "", component.ErrBadRequest("The hash algorithm must be sha-256.")
+	}
+	v := trimSpace(h.Text)
+	if v == "" || len(v) > maxHashBytes {
+		return "", component.ErrBadRequest("The hash value is malformed.")
+	}
+	return v, nil
+}
+
+func trimSpace(s string) string {
+	i, j := 0, len(s)
+	for i < j && isSpace(s[i]) {
+		i++
+	}
+	for j > i && isSpace(s[j-1]) {
+		j--
+	}
+	return s[i:j]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

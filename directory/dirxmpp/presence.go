@@ -1,0 +1,235 @@
+package dirxmpp
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// MaxSubscribersPerEndpoint bounds the in-memory subscriber set of one
+// endpoint. Beyond it a subscription is still approved and answered, but
+// the subscriber is not remembered and misses later availability changes
+// until its server probes again.
+const MaxSubscribersPerEndpoint = 10000
+
+// Presence answers presence subscriptions and probes for virtual endpoints
+// and pushes runtime availability to subscribers.
+//
+// Subscribers are kept in memory only. After a restart the set is rebuilt
+// from probes: a subscriber's server probes when its user comes online, and
+// a probe from a principal who may see the endpoint re-adds it. Presence
+// reflects runtime availability only; it is never evidence of visibility,
+// invocation permission or unblocked communication.
+type Presence struct {
+	domain   jid.JID
+	resolver component.EndpointResolver
+	sender   component.Sender
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]map[string]struct{} // endpoint → subscriber bare JIDs
+	down map[string]bool                // endpoints reported unavailable
+}
+
+func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sender, log *slog.Logger) *Presence {
+	return &Presence{
+		domain:   domain,
+		resolver: r,
+		sender:   s,
+		log:      log,
+		subs:     map[string]map[string]struct{}{},
+		down:     map[string]bool{},
+	}
+}
+
+// handle is the router's presence handler. Presence to the gateway itself
+// and to other domains is not ours. Nothing at all is sent for an endpoint
+// the sender may not see, so presence is no existence oracle.
+func (p *Presence) handle(ctx context.Context, pr component.Presence) {
+	to := pr.To.Bare()
+	if to.Localpart() == "" || to.Domainpart() != p.domain.Domainpart() {
+		return
+	}
+	from := pr.From.Bare()
+	switch pr.Type {
+	case "subscribe", "probe", "unsubscribe":
+	default:
+		// Available, unavailable, subscribed, unsubscribed and errors need
+		// no answer from a virtual endpoint.
+		return
+	}
+	_, visible := p.resolver.Resolve(from, to)
+	ep, sub := to.String(), from.String()
+	if pr.Type == "unsubscribe" {
+		// Forget whatever the visibility, so the set only shrinks.
+		if p.forget(ep, sub) && visible {
+			p.send(ctx, component.NewPresence("unavailable", to, from))
+		}
+		return
+	}
+	if !visible {
+		return
+	}
+	switch pr.Type {
+	case "subscribe":
+		p.remember(ep, sub)
+		p.send(ctx, component.NewPresence("subscribed", to, from))
+		p.send(ctx, p.availability(to, from))
+	case "probe":
+		// A probe means the prober's server holds a subscription.
+		p.remember(ep, sub)
+		p.send(ctx, p.availability(to, pr.From))
+	}
+}
+
+func (p *Presence) availability(from, to jid.JID) *xmltree.Element {
+	p.mu.Lock()
+	down := p.down[from.String()]
+	p.mu.Unlock()
+	if down {
+		return component.NewPresence("unavailable", from, to)
+	}
+	return component.NewPresence("", from, to)
+}
+
+func (p *Presence) remember(ep, sub string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := p.subs[ep]
+	if set == nil {
+		set = map[string]struct{}{}
+		p.subs[ep] = set
+	}
+	if len(set) < MaxSubscribersPerEndpoint {
+		set[sub] = struct{}{}
+	}
+}
+
+func (p *Presence) forget(ep, sub string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := p.subs[ep]
+	if _, ok := set[sub]; !ok {
+		return false
+	}
+	delete(set, sub)
+	if len(set) == 0 {
+		delete(p.subs, ep)
+	}
+	return true
+}
+
+func (p *Presence) send(ctx context.Context, stanza *xmltree.Element) {
+	if p.sender == nil {
+		return
+	}
+	if err := p.sender.Send(ctx, stanza); err != nil {
+		p.log.Warn("presence not sent", "err", err)
+	}
+}
+
+// SetAvailable records an endpoint's runtime availability and, when it
+// changes, sends available or unavailable presence from the endpoint to
+// every remembered subscriber who may still see it. Endpoints are
+// available until reported otherwise. Safe for concurrent use; it must not
+// be called from inside a stream handler (it sends).
+func (p *Presence) SetAvailable(endpoint string, up bool) {
+	if p == nil {
+		return
+	}
+	ep, err := jid.Parse(endpoint)
+	if err != nil {
+		return
+	}
+	ep = ep.Bare()
+	key := ep.String()
+	p.mu.Lock()
+	wasDown := p.down[key]
+	if up {
+		delete(p.down, key)
+	} else {
+		p.down[key] = true
+	}
+	var subs []string
+	if wasDown == up { // changed
+		for s := range p.subs[key] {
+			subs = append(subs, s)
+		}
+	}
+	p.mu.Unlock()
+
+	typ := "unavailable"
+	if up {
+		typ = ""
+	}
+	ctx := context.Background()
+	for _, s := range subs {
+		to, err := jid.Parse(s)
+		if err != nil {
+			continue
+		}
+		if _, visible := p.resolver.Resolve(to, ep); !visible {
+			continue
+		}
+		p.send(ctx, component.NewPresence(typ, ep, to))
+	}
+}
+
+// Rebroadcast sends every remembered subscriber who may still see the
+// endpoint its current availability. The gateway calls it when the
+// component stream (re)connects, since presence sent while the stream was
+// down is lost.
+func (p *Presence) Rebroadcast(ctx context.Context) {
+	if p == nil || p.sender == nil {
+		return
+	}
+	type pair struct {
+		ep   string
+		subs []string
+		down bool
+	}
+	p.mu.Lock()
+	all := make([]pair, 0, len(p.subs))
+	for ep, set := range p.subs {
+		pr := pair{ep: ep, down: p.down[ep]}
+		for s := range set {
+			pr.subs = append(pr.subs, s)
+		}
+		all = append(all, pr)
+	}
+	p.mu.Unlock()
+	for _, pr := range all {
+		ep, err := jid.Parse(pr.ep)
+		if err != nil {
+			continue
+		}
+		typ := ""
+		if pr.down {
+			typ = "unavailable"
+		}
+		for _, s := range pr.subs {
+			if ctx.Err() != nil {
+				return
+			}
+			to, err := jid.Parse(s)
+			if err != nil {
+				continue
+			}
+			if _, visible := p.resolver.Resolve(to, ep); visible {
+				p.send(ctx, component.NewPresence(typ, ep, to))
+			}
+		}
+	}
+}
+
+// Subscribers returns how many subscribers are remembered for endpoint.
+func (p *Presence) Subscribers(endpoint string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.subs[endpoint])
+}

@@ -1,0 +1,322 @@
+// Package dataform implements the parts of XEP-0004 Data Forms that the
+// gateway speaks: building form and result payloads (with a XEP-0068
+// FORM_TYPE, typed fields, and reported/item multi-item results) and parsing
+// submitted or returned forms within fixed limits.
+package dataform
+
+import (
+	"errors"
+
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// Form types.
+const (
+	TypeForm   = "form"
+	TypeSubmit = "submit"
+	TypeResult = "result"
+	TypeCancel = "cancel"
+)
+
+// Field types used by the gateway.
+const (
+	FieldBoolean    = "boolean"
+	FieldHidden     = "hidden"
+	FieldJIDSingle  = "jid-single"
+	FieldTextSingle = "text-single"
+	FieldTextMulti  = "text-multi"
+	FieldListSingle = "list-single"
+)
+
+// FormTypeVar is the var of the XEP-0068 hidden field naming the form type.
+const FormTypeVar = "FORM_TYPE"
+
+// Limits on what Parse accepts. Forms the gateway receives are small search
+// submissions or disco extensions; anything beyond these is abuse.
+const (
+	MaxFields      = 256
+	MaxValues      = 64 // per field
+	MaxItems       = 1024
+	MaxValueBytes  = 64 << 10
+	MaxTotalBytes  = 1 << 20
+	MaxVarBytes    = 256
+	maxTitleBytes  = 4 << 10
+	maxInstrBlocks = 16
+)
+
+// Errors of Parse. Their text never quotes the form.
+var (
+	ErrInvalid  = errors.New("dataform: malformed data form")
+	ErrLimit    = errors.New("dataform: data form exceeds limits")
+	ErrFormType = errors.New("dataform: unexpected FORM_TYPE")
+)
+
+// Field is one form field. Type "" leaves the attribute out (the default
+// text-single, and the usual spelling inside submit forms and items).
+type Field struct {
+	Var    string
+	Type   string
+	Label  string
+	Values []string
+}
+
+// Form is a data form. FormType, when set, is emitted as the first field,
+// hidden, per XEP-0068.
+type Form struct {
+	Type         string
+	FormType     string
+	Title        string
+	Instructions []string
+	Fields       []Field
+	Reported     []Field   // multi-item results: the column definitions
+	Items        [][]Field // multi-item results: one slice per row
+}
+
+// Element builds the <x xmlns='jabber:x:data'/> payload.
+func (f *Form) Element() *xmltree.Element {
+	x := xmltree.New(ns.Data, "x", "type", f.Type)
+	if f.Title != "" {
+		x.Add(xmltree.New(ns.Data, "title").WithText(f.Title))
+	}
+	for _, in := range f.Instructions {
+		x.Add(xmltree.New(ns.Data, "instructions").WithText(in))
+	}
+	if f.FormType != "" {
+		x.Add(fieldElement(Field{Var: FormTypeVar, Type: FieldHidden, Values: []string{f.FormType}}))
+	}
+	for _, fl := range f.Fields {
+		x.Add(fieldElement(fl))
+	}
+	if len(f.Reported) > 0 {
+		rep := xmltree.New(ns.Data, "reported")
+		for _, fl := range f.Reported {
+			rep.Add(fieldElement(fl))
+		}
+		x.Add(rep)
+	}
+	for _, row := range f.Items {
+		item := xmltree.New(ns.Data, "item")
+		for _, fl := range row {
+			item.Add(fieldElement(fl))
+		}
+		x.Add(item)
+	}
+	return x
+}
+
+func fieldElement(fl Field) *xmltree.Element {
+	el := xmltree.New(ns.Data, "field")
+	if fl.Type != "" {
+		el.SetAttr("type", fl.Type)
+	}
+	if fl.Var != "" {
+		el.SetAttr("var", fl.Var)
+	}
+	if fl.Label != "" {
+		el.SetAttr("label", fl.Label)
+	}
+	for _, v := range fl.Values {
+		el.Add(xmltree.New(ns.Data, "value").WithText(v))
+	}
+	return el
+}
+
+// Bool renders an XEP-0004 boolean the way the spec requires responders to
+// emit it.
+func Bool(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ParseBool reads an XEP-0004 boolean ("1", "true", "0", "false").
+func ParseBool(s string) (value, ok bool) {
+	switch s {
+	case "1", "true":
+		return true, true
+	case "0", "false":
+		return false, true
+	}
+	return false, false
+}
+
+// Parse reads an <x xmlns='jabber:x:data'/> element. The FORM_TYPE field is
+// lifted into Form.FormType and not repeated in Fields. Duplicate vars and
+// anything beyond the limits are rejected.
+func Parse(x *xmltree.Element) (*Form, error) {
+	if !x.Is(ns.Data, "x") {
+		return nil, ErrInvalid
+	}
+	f := &Form{Type: x.AttrValue("type")}
+	switch f.Type {
+	case TypeForm, TypeSubmit, TypeResult, TypeCancel:
+	default:
+		return nil, ErrInvalid
+	}
+	b := budget{left: MaxTotalBytes}
+	seen := map[string]bool{}
+	fields := 0
+	for _, c := range x.Children {
+		if c.Name.Space != ns.Data {
+			continue
+		}
+		switch c.Name.Local {
+		case "title":
+			if len(c.Text) > maxTitleBytes {
+				return nil, ErrLimit
+			}
+			f.Title = c.Text
+		case "instructions":
+			if len(f.Instructions) >= maxInstrBlocks || len(c.Text) > maxTitleBytes {
+				return nil, ErrLimit
+			}
+			f.Instructions = append(f.Instructions, c.Text)
+		case "field":
+			fields++
+			if fields > MaxFields {
+				return nil, ErrLimit
+			}
+			fl, err := parseField(c, &b)
+			if err != nil {
+				return nil, err
+			}
+			if fl.Var == "" && f.Type == TypeSubmit {
+				return nil, ErrInvalid
+			}
+			if fl.Var != "" {
+				if seen[fl.Var] {
+					return nil, ErrInvalid
+				}
+				seen[fl.Var] = true
+			}
+			if fl.Var == FormTypeVar {
+				if len(fl.Values) != 1 {
+					return nil, ErrInvalid
+				}
+				f.FormType = fl.Values[0]
+				continue
+			}
+			f.Fields = append(f.Fields, fl)
+		case "reported":
+			if f.Reported != nil {
+				return nil, ErrInvalid
+			}
+			rep, err := parseFields(c, &b)
+			if err != nil {
+				return nil, err
+			}
+			if rep == nil {
+				rep = []Field{}
+			}
+			f.Reported = rep
+		case "item":
+			if len(f.Items) >= MaxItems {
+				return nil, ErrLimit
+			}
+			row, err := parseFields(c, &b)
+			if err != nil {
+				return nil, err
+			}
+			f.Items = append(f.Items, row)
+		}
+	}
+	return f, nil
+}
+
+type budget struct{ left int }
+
+func (b *budget) take(n int) error {
+	b.left -= n
+	if b.left < 0 {
+		return ErrLimit
+	}
+	return nil
+}
+
+func parseFields(parent *xmltree.Element, b *budget) ([]Field, error) {
+	var out []Field
+	for _, c := range parent.Children {
+		if !c.Is(ns.Data, "field") {
+			continue
+		}
+		if len(out) >= MaxFields {
+			return nil, ErrLimit
+		}
+		fl, err := parseField(c, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fl)
+	}
+	return out, nil
+}
+
+func parseField(c *xmltree.Element, b *budget) (Field, error) {
+	fl := Field{Var: c.AttrValue("var"), Type: c.AttrValue("type"), Label: c.AttrValue("label")}
+	if len(fl.Var) > MaxVarBytes || len(fl.Type) > MaxVarBytes || len(fl.Label) > maxTitleBytes {
+		return Field{}, ErrLimit
+	}
+	if err := b.take(len(fl.Var) + len(fl.Type) + len(fl.Label)); err != nil {
+		return Field{}, err
+	}
+	for _, v := range c.Children {
+		if !v.Is(ns.Data, "value") {
+			continue
+		}
+		if len(fl.Values) >= MaxValues || len(v.Text) > MaxValueBytes {
+			return Field{}, ErrLimit
+		}
+		if err := b.take(len(v.Text)); err != nil {
+			return Field{}, err
+		}
+		fl.Values = append(fl.Values, v.Text)
+	}
+	return fl, nil
+}
+
+// Field returns the field with the given var.
+func (f *Form) Field(v string) (Field, bool) {
+	for _, fl := range f.Fields {
+		if fl.Var == v {
+			return fl, true
+		}
+	}
+	return Field{}, false
+}
+
+// Value returns the first value of the field with the given var, or "".
+func (f *Form) Value(v string) string {
+	fl, ok := f.Field(v)
+	if !ok || len(fl.Values) == 0 {
+		return ""
+	}
+	return fl.Values[0]
+}
+
+// Values maps each field var to its values.
+func (f *Form) Values() map[string][]string {
+	m := make(map[string][]string, len(f.Fields))
+	for _, fl := range f.Fields {
+		m[fl.Var] = fl.Values
+	}
+	return m
+}
+
+// ParseSubmit reads a submitted form and checks its FORM_TYPE. A submission
+// without FORM_TYPE is accepted (older clients omit it); a different one is
+// ErrFormType. It returns the fields by var.
+func ParseSubmit(x *xmltree.Element, formType string) (map[string][]string, error) {
+	f, err := Parse(x)
+	if err != nil {
+		return nil, err
+	}
+	if f.Type != TypeSubmit {
+		return nil, ErrInvalid
+	}
+	if f.FormType != "" && f.FormType != formType {
+		return nil, ErrFormType
+	}
+	return f.Values(), nil
+}

@@ -1,0 +1,41 @@
+# agentgw — build, test and the scripted runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+export PATH := /usr/local/go/bin:$(PATH)
+
+GO ?= go
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build test vet deps demo bench fuzz soak clean
+
+all: build
+
+build:
+	$(GO) build -o bin/agentgw ./cmd/agentgw
+
+vet:
+	$(GO) vet ./...
+
+# Real-server suites start private Prosody/ejabberd instances; under CI=true
+# a missing server binary fails instead of skipping. go test prints the
+# closing line.
+test: vet
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+deps:
+	bash scripts/install-deps.sh
+
+demo:
+	bash scripts/demo.sh
+
+bench:
+	bash scripts/bench.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+soak:
+	bash scripts/soak.sh
+
+clean:
+	rm -rf bin

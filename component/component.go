@@ -1,0 +1,614 @@
+package component
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"mellium.im/xmpp"
+	xcomponent "mellium.im/xmpp/component"
+	"mellium.im/xmpp/jid"
+	"mellium.im/xmpp/stream"
+
+	"github.com/agentgw/agentgw/internal/clock"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+)
+
+// closeGrace bounds a clean shutdown: flushing the queue, then waiting for
+// the server to close its side of the stream.
+const closeGrace = time.Second
+
+var (
+	errStreamClosed = errors.New("component: the server closed the stream")
+	errConnClosed   = errors.New("component: the server closed the connection")
+	errPingFailed   = errors.New("component: the server did not answer the keepalive ping")
+	errWriteFailed  = errors.New("component: writing to the server failed")
+	errNotStanza    = errors.New("component: only iq, message and presence stanzas in jabber:component:accept can be sent")
+	errForeignFrom  = errors.New("component: stanza 'from' is outside the component domain (the server would close the stream)")
+	errNotRequest   = errors.New("component: SendIQ needs an iq of type get or set")
+	errRunning      = errors.New("component: Run is already running")
+)
+
+const (
+	stateIdle int32 = iota
+	stateRunning
+	stateStopped
+)
+
+// outItem is one queued outbound stanza; iq is set for a SendIQ request so
+// that the writer can skip requests that already failed.
+type outItem struct {
+	el *xmltree.Element
+	id string
+	iq *pendingIQ
+}
+
+// Component is the gateway's XEP-0114 session. It keeps one stream to the
+// server up (reconnecting as needed), reads stanzas whole and hands them to
+// workers that dispatch through a Router, and writes everything from one
+// queue.
+type Component struct {
+	cfg     Config
+	router  *Router
+	log     *slog.Logger
+	clk     clock.Clock
+	limits  xmltree.Limits
+	pending *pendingTable
+
+	queue chan outItem
+	prio  chan outItem // keepalive pings jump the queue
+
+	iqIn   chan *xmltree.Element   // IQ get/set: any worker
+	shards []chan *xmltree.Element // messages and presence: one worker per sender keeps their order
+
+	state     atomic.Int32
+	connected atomic.Bool
+	lastIn    atomic.Int64 // unix nanoseconds of the last inbound stanza
+
+	readerBlocked atomic.Bool // the read loop waits for a worker
+
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu        sync.Mutex
+	onConnect []func(context.Context)
+	carry     *outItem // the stanza whose write failed; first on the next stream
+
+	dropReason atomic.Pointer[error] // why we closed the current connection ourselves
+
+	connects, reconnects, sent, received, pingFailures atomic.Uint64
+}
+
+var _ Sender = (*Component)(nil)
+
+// New returns a component that serves r. It registers the XEP-0199 ping
+// handlers on r (for the gateway domain and for every visible endpoint), so
+// nothing else may register urn:xmpp:ping.
+func New(cfg Config, r *Router) *Component {
+	if r == nil {
+		panic("component: nil router")
+	}
+	if cfg.Domain.Equal(jid.JID{}) {
+		cfg.Domain = r.Domain()
+	}
+	cfg = cfg.withDefaults()
+	if !cfg.Domain.Equal(r.Domain()) {
+		panic("component: config domain " + cfg.Domain.String() + " differs from the router's " + r.Domain().String())
+	}
+	c := &Component{
+		cfg:     cfg,
+		router:  r,
+		log:     cfg.Logger,
+		clk:     cfg.Clock,
+		limits:  xmltree.Limits{MaxBytes: cfg.MaxStanzaBytes},
+		pending: newPendingTable(cfg.Domain, cfg.ServerDomain),
+		queue:   make(chan outItem, cfg.QueueSize),
+		prio:    make(chan outItem, 4),
+		iqIn:    make(chan *xmltree.Element, cfg.Workers*16),
+		shards:  make([]chan *xmltree.Element, cfg.Workers),
+		ready:   make(chan struct{}),
+	}
+	for i := range c.shards {
+		c.shards[i] = make(chan *xmltree.Element, 64)
+	}
+	pong := IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) { return nil, nil })
+	r.HandleGatewayIQ(ns.Ping, "ping", pong)
+	r.HandleEndpointIQ(ns.Ping, "ping", AccessVisible, pong)
+	return c
+}
+
+// Domain is the component domain.
+func (c *Component) Domain() jid.JID { return c.cfg.Domain }
+
+// Connected reports whether a stream is up right now.
+func (c *Component) Connected() bool { return c.connected.Load() }
+
+// Ready is closed after the first successful handshake.
+func (c *Component) Ready() <-chan struct{} { return c.ready }
+
+// OnConnect registers f to run on its own goroutine after every successful
+// handshake, for example to broadcast presence again. Its context ends when
+// that stream is lost.
+func (c *Component) OnConnect(f func(ctx context.Context)) {
+	if f == nil {
+		panic("component: nil OnConnect callback")
+	}
+	c.mu.Lock()
+	c.onConnect = append(c.onConnect, f)
+	c.mu.Unlock()
+}
+
+// Stats returns the current counters.
+func (c *Component) Stats() Stats {
+	return Stats{
+		Connects:     c.connects.Load(),
+		Reconnects:   c.reconnects.Load(),
+		Sent:         c.sent.Load(),
+		Received:     c.received.Load(),
+		PingFailures: c.pingFailures.Load(),
+		QueueLen:     len(c.queue) + len(c.prio),
+		PendingIQs:   c.pending.len(),
+	}
+}
+
+// Run connects, handshakes and serves until ctx ends, reconnecting with
+// capped exponential backoff and jitter whenever the stream is lost. It
+// returns nil after a clean close when ctx is cancelled, and a *FatalError
+// when the server refuses the component for a reason retrying cannot fix
+// (conflict, not-authorized, host-unknown).
+func (c *Component) Run(ctx context.Context) error {
+	if c.cfg.Addr == "" {
+		return errors.New("component: no server address configured")
+	}
+	if c.cfg.Domain.Domainpart() == "" {
+		return errors.New("component: no component domain configured")
+	}
+	if !c.state.CompareAndSwap(stateIdle, stateRunning) && !c.state.CompareAndSwap(stateStopped, stateRunning) {
+		return errRunning
+	}
+	defer c.state.Store(stateStopped)
+
+	wctx, stopWorkers := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	for _, shard := range c.shards {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			c.worker(wctx, shard)
+		}()
+	}
+	defer workers.Wait()
+	defer stopWorkers()
+
+	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			c.reconnects.Add(1)
+		}
+		up, err := c.session(ctx)
+		if ctx.Err() != nil {
+			c.log.Info("component: stopped", "domain", c.cfg.Domain.String())
+			return nil
+		}
+		var fe *FatalError
+		if errors.As(err, &fe) {
+			c.log.Error("component: the server refused the component; not retrying",
+				"domain", c.cfg.Domain.String(), "condition", fe.Condition, "fix", fe.Advice)
+			return fe
+		}
+		if up >= c.cfg.StableAfter {
+			bo.reset()
+		}
+		d := bo.next()
+		c.log.Warn("component: no stream to the server; reconnecting",
+			"server", c.cfg.Addr, "err", err, "retry_in", d)
+		if !c.sleep(ctx, d) {
+			return nil
+		}
+	}
+}
+
+// session runs one connection: dial, handshake, serve until the stream
+// ends. It returns how long the stream was up and why it ended.
+func (c *Component) session(ctx context.Context) (time.Duration, error) {
+	hctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(hctx, "tcp", c.cfg.Addr)
+	if err != nil {
+		return 0, err
+	}
+	// mellium's own ctx handling sets a past deadline and at once clears
+	// it, which can leave the read blocked; a stuck server must not stall
+	// the handshake, so bound it here.
+	_ = conn.SetDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+	stop := context.AfterFunc(hctx, func() { conn.Close() })
+	sess, err := xcomponent.NewSession(context.Background(), c.cfg.Domain, []byte(c.cfg.Secret), conn)
+	if !stop() && err == nil {
+		err = hctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		if err = c.classify(err); errors.As(err, new(*FatalError)) {
+			return 0, err
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("component: the server did not complete the handshake within %v", c.cfg.HandshakeTimeout)
+		}
+		return 0, fmt.Errorf("component: handshake: %w", err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	cancel()
+
+	started := c.clk.Now()
+	connCtx, connCancel := context.WithCancel(context.Background())
+	c.lastIn.Store(started.UnixNano())
+	c.pending.setOpen()
+	c.connected.Store(true)
+	c.connects.Add(1)
+	c.readyOnce.Do(func() { close(c.ready) })
+	c.log.Info("component: connected", "domain", c.cfg.Domain.String(), "server", c.cfg.Addr)
+	c.mu.Lock()
+	callbacks := append([]func(context.Context){}, c.onConnect...)
+	c.mu.Unlock()
+	for _, f := range callbacks {
+		go f(connCtx)
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.writer(ctx, connCtx, sess, conn) }()
+	go func() { defer wg.Done(); c.keepalive(connCtx, conn) }()
+	go func() { defer wg.Done(); shutdownWatchdog(ctx, connCtx, conn) }()
+
+	c.dropReason.Store(nil)
+	err = sess.Serve(c.handler(ctx, connCtx))
+	c.connected.Store(false)
+	c.pending.failAll(ErrStreamLost)
+	connCancel()
+	conn.Close()
+	wg.Wait()
+	var syntax *xml.SyntaxError
+	switch reason := c.dropReason.Load(); {
+	case reason != nil:
+		err = *reason // we closed the connection; Serve's error only says so
+	case err == nil:
+		err = errStreamClosed
+	case errors.As(err, &syntax) && syntax.Msg == "unexpected EOF", errors.Is(err, io.EOF):
+		err = errConnClosed
+	}
+	return c.clk.Now().Sub(started), c.classify(err)
+}
+
+// drop closes the connection for reason, which Run reports.
+func (c *Component) drop(conn net.Conn, reason error) {
+	c.dropReason.CompareAndSwap(nil, &reason)
+	conn.Close()
+}
+
+// classify turns the stream errors that retrying cannot fix into a
+// *FatalError.
+func (c *Component) classify(err error) error {
+	var se stream.Error
+	if errors.As(err, &se) {
+		if advice, fatal := fatalAdvice(se.Err, c.cfg.Domain, c.cfg.Addr); fatal {
+			return &FatalError{Condition: se.Err, Advice: advice}
+		}
+	}
+	return err
+}
+
+// shutdownWatchdog closes the connection if a clean close after ctx ended
+// takes too long (a server that never answers </stream:stream>).
+func shutdownWatchdog(runCtx, connCtx context.Context, conn net.Conn) {
+	select {
+	case <-connCtx.Done():
+		return
+	case <-runCtx.Done():
+	}
+	t := time.NewTimer(3 * closeGrace)
+	defer t.Stop()
+	select {
+	case <-connCtx.Done():
+	case <-t.C:
+		conn.Close()
+	}
+}
+
+// sleep waits d on the component's clock; false means ctx ended first.
+func (c *Component) sleep(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	t := c.clk.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writer is the only goroutine that writes stanzas to the stream.
+func (c *Component) writer(runCtx, connCtx context.Context, sess *xmpp.Session, conn net.Conn) {
+	c.mu.Lock()
+	carry := c.carry
+	c.carry = nil
+	c.mu.Unlock()
+	if carry != nil && !c.write(connCtx, sess, conn, *carry) {
+		return
+	}
+	for {
+		select {
+		case it := <-c.prio:
+			if !c.write(connCtx, sess, conn, it) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case it := <-c.prio:
+			if !c.write(connCtx, sess, conn, it) {
+				return
+			}
+		case it := <-c.queue:
+			if !c.write(connCtx, sess, conn, it) {
+				return
+			}
+		case <-connCtx.Done():
+			return
+		case <-runCtx.Done():
+			c.drain(connCtx, sess, conn)
+			// End our stream and give the server a moment to end its own;
+			// Serve returns when it does.
+			_ = sess.Close()
+			_ = conn.SetReadDeadline(time.Now().Add(closeGrace))
+			return
+		}
+	}
+}
+
+// drain writes what is already queued, for at most closeGrace.
+func (c *Component) drain(connCtx context.Context, sess *xmpp.Session, conn net.Conn) {
+	ctx, cancel := context.WithTimeout(connCtx, closeGrace)
+	defer cancel()
+	for ctx.Err() == nil {
+		select {
+		case it := <-c.queue:
+			if !c.write(ctx, sess, conn, it) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// write sends one stanza. On failure it keeps the stanza for the next
+// stream and closes the connection so that Serve returns.
+func (c *Component) write(ctx context.Context, sess *xmpp.Session, conn net.Conn, it outItem) bool {
+	if it.iq != nil && !c.pending.live(it.id, it.iq) {
+		return true // its caller already got an error
+	}
+	if err := sess.Send(ctx, it.el.Tokens()); err != nil {
+		c.mu.Lock()
+		c.carry = &it
+		c.mu.Unlock()
+		c.drop(conn, fmt.Errorf("%w: %w", errWriteFailed, err))
+		return false
+	}
+	c.sent.Add(1)
+	return true
+}
+
+// keepalive pings the server after PingInterval without inbound traffic and
+// drops the connection when the ping goes unanswered (XEP-0199 §4.3).
+func (c *Component) keepalive(connCtx context.Context, conn net.Conn) {
+	for {
+		idle := c.clk.Now().Sub(time.Unix(0, c.lastIn.Load()))
+		if c.readerBlocked.Load() {
+			idle = 0 // an answer could not be read now anyway
+		}
+		if wait := c.cfg.PingInterval - idle; wait > 0 {
+			if !c.sleep(connCtx, wait) {
+				return
+			}
+			continue
+		}
+		ping := NewIQ("get", "", c.cfg.Domain, c.cfg.ServerDomain, xmltree.New(ns.Ping, "ping"))
+		_, err := c.sendIQ(connCtx, ping, true, c.cfg.PingTimeout)
+		var se *StanzaError
+		if err == nil || errors.As(err, &se) {
+			// Any answer, even an error, proves the stream alive; the
+			// answer itself refreshed lastIn.
+			c.lastIn.Store(c.clk.Now().UnixNano())
+			continue
+		}
+		if connCtx.Err() != nil {
+			return
+		}
+		c.pingFailures.Add(1)
+		c.drop(conn, fmt.Errorf("%w (%s): %w", errPingFailed, c.cfg.ServerDomain, err))
+		return
+	}
+}
+
+// Send queues a stanza for the stream. The queue survives reconnects:
+// stanzas queued while the stream is down go out on the next one. A missing
+// "from" becomes the component domain; a "from" outside the component domain
+// is refused, since the server would close the stream for it. The stanza
+// must not be modified after Send. Send fails with ErrQueueFull when the
+// queue is full and with ErrNotConnected once Run has returned.
+func (c *Component) Send(ctx context.Context, el *xmltree.Element) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.state.Load() == stateStopped {
+		return ErrNotConnected
+	}
+	if err := c.checkStanza(el); err != nil {
+		return err
+	}
+	select {
+	case c.queue <- outItem{el: el}:
+		return nil
+	default:
+		return ErrQueueFull
+	}
+}
+
+// SendIQ sends an IQ get or set and waits for the answer. It sets a random
+// id when the IQ has none. It returns the answer stanza; for an error answer
+// it also returns a *StanzaError with its type and condition (never the
+// remote text), so errors.Is(err, ErrItemNotFound()) works. It fails with
+// ErrNotConnected when no stream is up, ErrStreamLost when the stream drops
+// first, ErrIQTimeout after Config.IQTimeout, or ctx's error.
+func (c *Component) SendIQ(ctx context.Context, iq *xmltree.Element) (*xmltree.Element, error) {
+	return c.sendIQ(ctx, iq, false, c.cfg.IQTimeout)
+}
+
+func (c *Component) sendIQ(ctx context.Context, iq *xmltree.Element, prio bool, timeout time.Duration) (*xmltree.Element, error) {
+	if err := c.checkStanza(iq); err != nil {
+		return nil, err
+	}
+	if typ := iq.AttrValue("type"); iq.Name.Local != "iq" || (typ != "get" && typ != "set") {
+		return nil, errNotRequest
+	}
+	id := iq.AttrValue("id")
+	if id == "" {
+		id = ids.New("")
+		iq.SetAttr("id", id)
+	}
+	var to jid.JID
+	if s := iq.AttrValue("to"); s != "" {
+		var err error
+		if to, err = jid.Parse(s); err != nil {
+			return nil, errors.New("component: SendIQ: malformed 'to' address")
+		}
+	}
+	p, err := c.pending.register(id, to)
+	if err != nil {
+		return nil, err
+	}
+	q := c.queue
+	if prio {
+		q = c.prio
+	}
+	select {
+	case q <- outItem{el: iq, id: id, iq: p}:
+	default:
+		c.pending.cancel(id, p)
+		return nil, ErrQueueFull
+	}
+
+	expired := make(chan struct{})
+	t := c.clk.AfterFunc(timeout, func() { close(expired) })
+	defer t.Stop()
+	var gaveUp error
+	select {
+	case out := <-p.ch:
+		return answer(out)
+	case <-expired:
+		gaveUp = ErrIQTimeout
+	case <-ctx.Done():
+		gaveUp = ctx.Err()
+	}
+	c.pending.cancel(id, p)
+	select {
+	case out := <-p.ch: // the answer raced the timeout
+		return answer(out)
+	default:
+		return nil, gaveUp
+	}
+}
+
+func answer(out iqOutcome) (*xmltree.Element, error) {
+	if out.err != nil {
+		return nil, out.err
+	}
+	if out.el.AttrValue("type") == "error" {
+		return out.el, parseStanzaError(out.el)
+	}
+	return out.el, nil
+}
+
+// knownConditions are the RFC 6120 stanza error conditions; anything else a
+// remote entity sends is reported as undefined-condition.
+var knownConditions = map[string]bool{
+	"bad-request": true, "conflict": true, "feature-not-implemented": true, "forbidden": true,
+	"gone": true, "internal-server-error": true, "item-not-found": true, "jid-malformed": true,
+	"not-acceptable": true, "not-allowed": true, "not-authorized": true, "policy-violation": true,
+	"recipient-unavailable": true, "redirect": true, "registration-required": true,
+	"remote-server-not-found": true, "remote-server-timeout": true, "resource-constraint": true,
+	"service-unavailable": true, "subscription-required": true, "undefined-condition": true,
+	"unexpected-request": true,
+}
+
+var knownTypes = map[string]bool{
+	ErrTypeCancel: true, ErrTypeModify: true, ErrTypeWait: true, ErrTypeAuth: true, ErrTypeContinue: true,
+}
+
+// parseStanzaError reads the <error/> of an error stanza into a
+// *StanzaError carrying only the type and a known condition, so that no
+// remote text travels further.
+func parseStanzaError(el *xmltree.Element) *StanzaError {
+	se := &StanzaError{Type: ErrTypeCancel, Condition: "undefined-condition"}
+	e := el.Child("", "error")
+	if e == nil {
+		return se
+	}
+	if typ := e.AttrValue("type"); knownTypes[typ] {
+		se.Type = typ
+	}
+	for _, ch := range e.Children {
+		if ch.Name.Space == NSStanzas && knownConditions[ch.Name.Local] {
+			se.Condition = ch.Name.Local
+			break
+		}
+	}
+	return se
+}
+
+// checkStanza accepts iq, message and presence in jabber:component:accept
+// (or no namespace) and makes sure "from" lies in the component domain.
+func (c *Component) checkStanza(el *xmltree.Element) error {
+	if el == nil || (el.Name.Space != "" && el.Name.Space != NSComponent) {
+		return errNotStanza
+	}
+	switch el.Name.Local {
+	case "iq", "message", "presence":
+	default:
+		return errNotStanza
+	}
+	from := el.AttrValue("from")
+	if from == "" {
+		el.SetAttr("from", c.cfg.Domain.String())
+		return nil
+	}
+	j, err := jid.Parse(from)
+	if err != nil || j.Domainpart() != c.cfg.Domain.Domainpart() {
+		return errForeignFrom
+	}
+	return nil
+}
+
+// enqueueWait queues a stanza of our own making (a reply), waiting for room
+// rather than dropping it: every IQ get or set gets exactly one reply, and
+// waiting here pushes back on the reader.
+func (c *Component) enqueueWait(ctx context.Context, el *xmltree.Element) {
+	select {
+	case c.queue <- outItem{el: el}:
+	case <-ctx.Done():
+		c.log.Debug("component: reply dropped at shutdown")
+	}
+}

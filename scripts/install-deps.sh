@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what agentgw's tests, demo and benchmarks need: Prosody (with
+# lua-unbound for federation), ejabberd, slixmpp, openssl, and the npm test
+# tools from package-lock.json. Idempotent: it only touches what is missing
+# or stale, so a second run on a ready machine does nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(prosody lua-unbound ejabberd python3-slixmpp openssl)
+
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "install-deps: apt-get install ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	as_root apt-get update -qq
+	# The packages must not start system services: the tests run private
+	# instances on their own ports.
+	policy=/usr/sbin/policy-rc.d
+	created_policy=
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+		as_root chmod +x "$policy"
+		created_policy=1
+		trap 'as_root rm -f "$policy"' EXIT
+	fi
+	as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	if [ -n "$created_policy" ]; then
+		as_root rm -f "$policy"
+		trap - EXIT
+	fi
+else
+	echo "install-deps: apt packages present"
+fi
+
+# Node.js >= 20.10 is needed by @xmpp/client; it comes with the machine.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	echo "install-deps: node and npm are required (Node.js >= 20.10)" >&2
+	exit 1
+fi
+if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=10)?0:1)'; then
+	echo "install-deps: Node.js $(node --version) is too old; @xmpp/client needs >= 20.10" >&2
+	exit 1
+fi
+
+if [ -f package-lock.json ]; then
+	# npm ci when node_modules is missing or older than the lock file.
+	if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ] ||
+		[ ! -f node_modules/.package-lock.json ]; then
+		echo "install-deps: npm ci"
+		npm ci --no-audit --no-fund --loglevel=error
+		touch node_modules
+	else
+		echo "install-deps: node_modules up to date"
+	fi
+elif [ -f package.json ]; then
+	echo "install-deps: no package-lock.json; npm install"
+	npm install --no-audit --no-fund --loglevel=error
+fi

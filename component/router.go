@@ -52,6 +52,14 @@ type Router struct {
 	endpoint map[payloadKey]endpointRoute
 	message  []MessageHandler
 	presence []PresenceHandler
+	limit    func(requester jid.JID, space, local string) bool
+}
+
+// SetLimiter installs a rate limit that every IQ get or set passes first,
+// before anything is looked up, so that a refusal is the same
+// resource-constraint whether the addressee exists, is hidden or not.
+func (r *Router) SetLimiter(allow func(requester jid.JID, space, local string) bool) {
+	r.limit = allow
 }
 
 // NewRouter returns a router for the component domain.
@@ -129,6 +137,9 @@ func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 		return nil, ErrBadRequest("")
 	}
 	k := payloadKey{iq.Payload.Name.Space, iq.Payload.Name.Local}
+	if r.limit != nil && !r.limit(iq.From.Bare(), k.space, k.local) {
+		return nil, ErrResourceConstraint("rate limit reached; retry later")
+	}
 	to := iq.To
 	if to.Domainpart() != r.domain.Domainpart() {
 		return nil, ErrServiceUnavailable()

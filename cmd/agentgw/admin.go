@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"text/tabwriter"
+
+	"github.com/agentgw/agentgw/directory"
+)
+
+func init() {
+	register(command{name: "admin", summary: "register, activate, deactivate, inspect and remove endpoint manifests in the local store", run: runAdmin})
+}
+
+const adminSynopsis = `admin register        --config C [--activate] MANIFEST.json
+       agentgw admin activate        --config C --hash HASH ENDPOINT_JID VERSION
+       agentgw admin deactivate      --config C ENDPOINT_JID
+       agentgw admin status          --config C ENDPOINT_JID
+       agentgw admin remove-version  --config C ENDPOINT_JID VERSION
+       agentgw admin remove-endpoint --config C ENDPOINT_JID
+
+These work on the gateway's store directly; a running gateway sees the change
+within one second. The same operations exist as admin IQs for the JIDs in
+[xmpp] admins. Manifests are immutable per (jid, version): registering the
+same content again is a no-op, different content under a version is refused.`
+
+func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprintf(stdout, "Usage: agentgw %s\n", adminSynopsis)
+		if len(args) == 0 {
+			return usagef("missing subcommand")
+		}
+		return errHelpShown
+	}
+	sub := args[0]
+	fs := newFlags("admin "+sub, adminSynopsis, stdout)
+	cfgPath := configFlag(fs)
+	activate := fs.Bool("activate", false, "register: also activate the registered version")
+	hash := fs.String("hash", "", "activate: the version's sha-256 manifest hash (base64), as printed by register")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	want := map[string]int{"register": 1, "activate": 2, "deactivate": 1, "status": 1, "remove-version": 2, "remove-endpoint": 1}
+	n, ok := want[sub]
+	if !ok {
+		return usagef("unknown subcommand %q", sub)
+	}
+	if len(pos) != n {
+		return usagef("admin %s takes %d argument(s)", sub, n)
+	}
+	if sub == "activate" && *hash == "" {
+		return usagef("activate needs --hash (the hash printed by register or status)")
+	}
+	var ep string
+	if sub != "register" {
+		if ep, err = parseBareJID(pos[0]); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	db, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	reg, err := directory.NewRegistry(ctx, db, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "register":
+		raw, err := os.ReadFile(pos[0])
+		if err != nil {
+			return err
+		}
+		m, err := reg.Register(ctx, raw)
+		if err != nil {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "registered %s version %s sha-256 %s\n", m.Endpoint, m.Version, m.Hash)
+		if *activate {
+			if err := reg.Activate(ctx, m.Endpoint, m.Version, m.Hash); err != nil {
+				return adminError(err)
+			}
+			fmt.Fprintf(stdout, "activated %s version %s\n", m.Endpoint, m.Version)
+		}
+	case "activate":
+		if err := reg.Activate(ctx, ep, pos[1], *hash); err != nil {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "activated %s version %s\n", ep, pos[1])
+	case "deactivate":
+		if err := reg.Deactivate(ctx, ep); err != nil {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "deactivated %s (its manifests are kept)\n", ep)
+	case "status":
+		st, err := reg.Status(ctx, ep)
+		if err != nil {
+			return adminError(err)
+		}
+		active := st.Active
+		if active == "" {
+			active = "(none: deactivated)"
+		}
+		fmt.Fprintf(stdout, "%s active version %s\n", st.Endpoint, active)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERSION\tSHA-256\tACTIVE\tREMOVABLE")
+		for _, v := range st.Versions {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\n", v.Version, v.Hash, v.Active, v.Removable)
+		}
+		return tw.Flush()
+	case "remove-version":
+		if err := reg.RemoveVersion(ctx, ep, pos[1]); err != nil {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "removed %s version %s (a tombstone keeps its hash)\n", ep, pos[1])
+	case "remove-endpoint":
+		if err := reg.RemoveEndpoint(ctx, ep); err != nil {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "removed endpoint %s\n", ep)
+	}
+	return nil
+}
+
+// adminError explains registry errors to an operator.
+func adminError(err error) error {
+	var ve *directory.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return exitError{code: 1, msg: ve.Error()}
+	case errors.Is(err, directory.ErrConflict):
+		return exitError{code: 1, msg: "this version is already registered with different content (versions are immutable; publish a new version)"}
+	case errors.Is(err, directory.ErrHashMismatch):
+		return exitError{code: 1, msg: "the hash does not match that version's registered manifest"}
+	case errors.Is(err, directory.ErrNotFound):
+		return exitError{code: 1, msg: "no such endpoint or version"}
+	case errors.Is(err, directory.ErrActive):
+		return exitError{code: 1, msg: "the version is active; activate another version or deactivate the endpoint first"}
+	case errors.Is(err, directory.ErrReferenced):
+		return exitError{code: 1, msg: "retained tasks still reference this version; it can be removed once their retention ends"}
+	case errors.Is(err, directory.ErrTooLarge):
+		return exitError{code: 1, msg: err.Error()}
+	}
+	return err
+}

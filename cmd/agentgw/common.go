@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/store"
+)
+
+// configFlag adds the --config flag every operator command takes.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "agentgw.toml", "path of the gateway's TOML config")
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	return config.Load(path)
+}
+
+func openStore(ctx context.Context, cfg *config.Config) (*store.DB, error) {
+	db, err := store.Open(ctx, cfg.Path(cfg.Store.Path))
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the store: %w", err)
+	}
+	return db, nil
+}
+
+// parsePrincipal accepts a domain or a bare JID and returns its normalized
+// form.
+func parsePrincipal(s string) (string, error) {
+	j, err := jid.Parse(s)
+	if err != nil || j.Resourcepart() != "" {
+		return "", fmt.Errorf("%q is not a domain or a bare JID", s)
+	}
+	return j.Bare().String(), nil
+}
+
+// parseBareJID accepts only localpart@domain.
+func parseBareJID(s string) (string, error) {
+	j, err := jid.Parse(s)
+	if err != nil || j.Resourcepart() != "" || j.Localpart() == "" {
+		return "", fmt.Errorf("%q is not a bare JID (localpart@domain)", s)
+	}
+	return j.Bare().String(), nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/mcpbridge/front"
+)
+
+func init() {
+	register(command{name: "mcp", summary: "serve the account's XMPP agents as MCP tools (stdio, or streamable HTTP with --http)", run: runMCP})
+}
+
+// stdioTransport is replaceable in tests.
+var stdioTransport = func() mcp.Transport { return &mcp.StdioTransport{} }
+
+func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
+	cf := addCallerFlags(fs)
+	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
+	bearerEnv := fs.String("bearer-env", "", "environment variable holding a bearer token every HTTP request must carry")
+	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery interval (0 disables polling)")
+	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
+	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
+	listPage := fs.Int("list-page-size", 0, "tools/list page size (default 1000)")
+	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long to wait for a cancelled XMPP task to settle")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("mcp takes no arguments")
+	}
+	var style front.NameStyle
+	switch *names {
+	case "mcp":
+		style = front.NamesMCP
+	case "strict":
+		style = front.NamesStrict
+	default:
+		return usagef("--tool-names must be mcp or strict")
+	}
+	if *listPage < 0 {
+		return usagef("--list-page-size must not be negative")
+	}
+	if *refresh <= 0 {
+		*refresh = -1
+	}
+	var bearer string
+	if *bearerEnv != "" {
+		if *httpAddr == "" {
+			return usagef("--bearer-env needs --http")
+		}
+		if bearer, err = config.ReadSecret(*bearerEnv, ""); err != nil {
+			return fmt.Errorf("--bearer-env: %w", err)
+		}
+	}
+	var ln net.Listener
+	if *httpAddr != "" {
+		host, _, err := net.SplitHostPort(*httpAddr)
+		if err != nil {
+			return usagef("--http %q is not host:port", *httpAddr)
+		}
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && bearer == "" {
+			return usagef("--http on a non-loopback address needs --bearer-env")
+		}
+		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer ln.Close()
+	}
+
+	s, err := cf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var gws []jid.JID
+	if len(cf.gateways) > 0 {
+		if gws, err = s.gateways(ctx); err != nil {
+			return err
+		}
+	}
+	level := slog.LevelInfo
+	if cf.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	f := front.New(s.client, front.Options{
+		Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize, ListPageSize: *listPage,
+		Names: style, CancelWait: *cancelWait, Logger: log,
+		Implementation: &mcp.Implementation{Name: "agentgw", Title: "XMPP agents (agentgw)", Version: buildVersion()},
+	})
+
+	// A lost XMPP stream ends the server: the host restarts it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan struct{})
+	go func() {
+		select {
+		case <-s.conn.Done():
+			close(lost)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	if ln != nil {
+		fmt.Fprintf(stderr, "agentgw mcp: serving MCP (streamable HTTP) on http://%s/ as %s\n", ln.Addr(), s.conn.JID().Bare())
+		err = f.RunHTTP(ctx, ln, bearer)
+	} else {
+		err = f.Run(ctx, stdioTransport())
+	}
+	select {
+	case <-lost:
+		return fmt.Errorf("the XMPP connection ended: %v", s.conn.Err())
+	default:
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}

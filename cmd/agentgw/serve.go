@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/internal/gateway"
+	"github.com/agentgw/agentgw/internal/logging"
+)
+
+func init() {
+	register(command{name: "serve", summary: "run the gateway as an XEP-0114 component of the configured XMPP server", run: runServe})
+}
+
+// exitFatal is the exit status for errors a restart cannot fix (a wrong
+// component secret, another session holding the domain). The systemd unit
+// does not restart on it.
+const exitFatal = 3
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve --config agentgw.toml", stdout)
+	cfgPath := configFlag(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("serve takes no arguments")
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	redactor := &logging.Redactor{}
+	redactor.Add(gateway.Secrets(cfg)...)
+	log, err := logging.New(stderr, cfg.Log.Format, cfg.Log.Level, redactor)
+	if err != nil {
+		return fmt.Errorf("[log]: %w", err)
+	}
+	gw, err := gateway.New(ctx, cfg, log, &gateway.Options{Redactor: redactor})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	log.Info("agentgw starting", "component_domain", cfg.XMPP.ComponentDomain, "server", cfg.XMPP.Server, "store", cfg.Path(cfg.Store.Path), "agents", len(cfg.Agents), "pid", os.Getpid())
+	err = gw.Run(ctx)
+	var fatal *component.FatalError
+	if errors.As(err, &fatal) {
+		return exitError{code: exitFatal, msg: fatal.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("agentgw stopped")
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/agentclient"
+)
+
+func init() {
+	register(command{name: "task", summary: "query, cancel or answer a task: task state|result|cancel|input AGENT_JID TASK_ID", run: runTask})
+}
+
+const taskSynopsis = `task state  --jid JID AGENT_JID TASK_ID
+       agentgw task result --jid JID AGENT_JID TASK_ID
+       agentgw task cancel --jid JID [--reason TEXT] [--revision N] AGENT_JID TASK_ID
+       agentgw task input  --jid JID --request-id ID --input JSON [--revision N] AGENT_JID TASK_ID
+
+Without --revision, cancel and input use the task's current revision.`
+
+func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprintf(stdout, "Usage: agentgw %s\n", taskSynopsis)
+		if len(args) == 0 {
+			return usagef("missing subcommand: state, result, cancel or input")
+		}
+		return errHelpShown
+	}
+	sub := args[0]
+	fs := newFlags("task "+sub, taskSynopsis, stdout)
+	cf := addCallerFlags(fs)
+	reason := fs.String("reason", "", "cancellation reason")
+	revision := fs.Int64("revision", -1, "expected revision (default: current)")
+	requestID := fs.String("request-id", "", "input request id (input)")
+	input := fs.String("input", "", "input JSON (input)")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "state", "result", "cancel", "input":
+	default:
+		return usagef("unknown subcommand %q", sub)
+	}
+	if len(pos) != 2 {
+		return usagef("task %s takes AGENT_JID and TASK_ID", sub)
+	}
+	ep, err := jid.Parse(pos[0])
+	if err != nil || ep.Localpart() == "" {
+		return usagef("%q is not an agent JID", pos[0])
+	}
+	taskID := pos[1]
+	if sub == "input" && (*requestID == "" || !json.Valid([]byte(*input))) {
+		return usagef("input needs --request-id and --input with valid JSON")
+	}
+	s, err := cf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	c := s.client
+	current := func() (int64, error) {
+		if *revision >= 0 {
+			return *revision, nil
+		}
+		st, err := c.State(ctx, ep, taskID)
+		if err != nil {
+			return 0, err
+		}
+		return st.Revision, nil
+	}
+	switch sub {
+	case "state":
+		st, err := c.State(ctx, ep, taskID)
+		if err != nil {
+			return err
+		}
+		printState(stdout, st)
+	case "result":
+		r, err := c.Result(ctx, ep, taskID)
+		if err != nil {
+			if agentclient.Condition(err) == "unexpected-request" {
+				return exitError{code: 1, msg: "the task has not settled yet; try `agentgw task state`"}
+			}
+			return err
+		}
+		fmt.Fprintf(stdout, "state %s at revision %d\n", r.State, r.Revision)
+		printPayload(stdout, r.State, r.Payload)
+	case "cancel":
+		rev, err := current()
+		if err != nil {
+			return err
+		}
+		var rp *string
+		if *reason != "" {
+			rp = reason
+		}
+		acc, err := c.Cancel(ctx, ep, taskID, rev, rp)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "cancellation accepted at revision %d; cancellation is advisory, the task settles on its own\n", acc)
+	case "input":
+		rev, err := current()
+		if err != nil {
+			return err
+		}
+		acc, err := c.ProvideInput(ctx, ep, taskID, *requestID, rev, json.RawMessage(*input))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "input accepted at revision %d\n", acc)
+	}
+	return nil
+}
+
+func printState(w io.Writer, st *agentclient.TaskState) {
+	fmt.Fprintf(w, "task        %s\n", st.TaskID)
+	fmt.Fprintf(w, "endpoint    %s (version %s, manifest %s)\n", st.Endpoint, st.APIVersion, st.ManifestHash)
+	fmt.Fprintf(w, "state       %s at revision %s\n", st.State, strconv.FormatInt(st.Revision, 10))
+	fmt.Fprintf(w, "created     %s\nupdated     %s\nretained to %s\n", st.Created, st.Updated, st.RetainUntil)
+	if st.Deadline != "" {
+		fmt.Fprintf(w, "deadline    %s\n", st.Deadline)
+	}
+	fmt.Fprintf(w, "result      available=%v\n", st.ResultAvailable)
+	if len(st.PendingInput) > 0 {
+		fmt.Fprintf(w, "pending input %s\n", st.PendingInput)
+	}
+}

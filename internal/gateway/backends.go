@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/mcpbridge"
+)
+
+// publisher registers and activates a backend's generated manifest. Old
+// versions stay registered for the tasks pinned to them.
+type publisher struct{ g *Gateway }
+
+func (p publisher) Publish(ctx context.Context, manifestJSON []byte) (string, string, error) {
+	m, err := p.g.Registry.Register(ctx, manifestJSON)
+	if err != nil {
+		return "", "", err
+	}
+	if err := p.g.Registry.Activate(ctx, m.Endpoint, m.Version, m.Hash); err != nil {
+		return "", "", err
+	}
+	p.g.log.Info("backend manifest active", "endpoint", m.Endpoint, "version", m.Version, "hash", m.Hash)
+	return m.Version, m.Hash, nil
+}
+
+// availability forwards backend up/down changes to the endpoints' presence.
+type availability struct{ g *Gateway }
+
+func (a availability) SetAvailable(endpoint string, up bool) {
+	if a.g.Presence != nil {
+		a.g.Presence.SetAvailable(endpoint, up)
+	}
+}
+
+func (g *Gateway) buildBackends(ctx context.Context) error {
+	for _, a := range g.cfg.Agents {
+		j, err := jid.Parse(a.JID)
+		if err != nil {
+			return fmt.Errorf("agent %q: %w", a.JID, err)
+		}
+		ep := j.Bare().String()
+		log := g.log.With("endpoint", ep)
+		switch {
+		case a.MCP != nil:
+			b, err := mcpbridge.New(mcpbridge.Options{
+				Agent: a, ComponentDomain: g.domain.String(), ConfigDir: g.cfg.Dir,
+				Publisher: publisher{g}, Availability: availability{g}, Logger: log,
+				Secrets: g.secrets,
+			})
+			if err != nil {
+				return fmt.Errorf("agent %s: %w", ep, err)
+			}
+			g.backends[ep] = b
+			g.starters = append(g.starters, b.Start)
+		case a.Connector != nil:
+			key, err := config.ReadSecret(a.Connector.APIKeyEnv, g.cfg.Path(a.Connector.APIKeyFile))
+			if err != nil {
+				return fmt.Errorf("agent %s: connector API key: %w", ep, err)
+			}
+			b, err := connectorbridge.New(connectorbridge.Options{
+				Endpoint: ep, BaseURL: a.Connector.BaseURL, APIKey: key,
+				Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version,
+				Store: g.DB, Publisher: publisher{g}, Availability: availability{g}, Logger: log,
+				Secrets: g.secrets,
+			})
+			if err != nil {
+				return fmt.Errorf("agent %s: %w", ep, err)
+			}
+			g.backends[ep] = b
+			g.starters = append(g.starters, b.Start)
+		}
+	}
+	return nil
+}
+
+// secrets lists every configured secret, for the bridges' own scrubbing.
+func (g *Gateway) secrets() []string { return Secrets(g.cfg) }

@@ -1,0 +1,313 @@
+// Package gateway assembles agentgw from its configuration: the store, the
+// directory, federation policy, the task engine, the backends, the XMPP
+// wire handlers and the component session, and runs them together.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/directory/dirxmpp"
+	"github.com/agentgw/agentgw/federation"
+	"github.com/agentgw/agentgw/federation/grantsqlite"
+	"github.com/agentgw/agentgw/internal/clock"
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/logging"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskxmpp"
+)
+
+// Options adjust a gateway for tests and benchmarks; nil means defaults.
+type Options struct {
+	// Clock replaces the wall clock.
+	Clock clock.Clock
+	// ExtraBackends adds backends by endpoint JID (tests use scripted
+	// executors); their manifests are registered separately.
+	ExtraBackends map[string]tasks.Backend
+	// Redactor scrubs secrets from backend output (MCP server stderr,
+	// connector errors) before it is logged.
+	Redactor *logging.Redactor
+}
+
+// Gateway is one assembled, runnable gateway.
+type Gateway struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	opts Options
+
+	DB        *store.DB
+	Registry  *directory.Registry
+	Policy    *federation.Policy
+	Grants    *federation.GrantTable
+	Limiter   *federation.Limiter
+	Engine    *tasks.Engine
+	Router    *component.Router
+	Component *component.Component
+	Presence  *dirxmpp.Presence
+
+	backends map[string]tasks.Backend
+	starters []func(ctx context.Context) error
+	domain   jid.JID
+}
+
+// New builds a gateway. It opens the store and checks everything it can
+// before connecting anywhere, so configuration mistakes surface at once.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Options) (*Gateway, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Gateway{cfg: cfg, log: log, backends: map[string]tasks.Backend{}}
+	if opts != nil {
+		g.opts = *opts
+	}
+	if g.opts.Clock == nil {
+		g.opts.Clock = clock.Real{}
+	}
+	secret, err := cfg.ComponentSecret()
+	if err != nil {
+		return nil, fmt.Errorf("component secret: %w", err)
+	}
+	g.domain, err = jid.Parse(cfg.XMPP.ComponentDomain)
+	if err != nil {
+		return nil, fmt.Errorf("component_domain: %w", err)
+	}
+
+	g.DB, err = store.Open(ctx, cfg.Path(cfg.Store.Path))
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			g.DB.Close()
+		}
+	}()
+	g.Registry, err = directory.NewRegistry(ctx, g.DB, log)
+	if err != nil {
+		return nil, err
+	}
+	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
+	if err != nil {
+		return nil, err
+	}
+	g.Policy = federation.New(cfg.XMPP.LocalDomains, normalizeAll(cfg.XMPP.Admins), endpointRules(cfg))
+	g.Policy.SetGrants(g.Grants)
+	g.Limiter = federation.NewLimiter(rates(cfg), cfg.Federation.DomainMultiplier, g.Policy.IsLocal)
+
+	g.Router = component.NewRouter(g.domain, dirxmpp.NewResolver(g.Registry, g.Policy), log)
+	g.Component = component.New(component.Config{
+		Domain:       g.domain,
+		Addr:         cfg.XMPP.Server,
+		Secret:       secret,
+		Logger:       log,
+		PingInterval: cfg.PingInterval(),
+		IQTimeout:    cfg.IQTimeout(),
+	}, g.Router)
+
+	for ep, b := range g.opts.ExtraBackends {
+		g.backends[ep] = b
+	}
+	if err := g.buildBackends(ctx); err != nil {
+		return nil, err
+	}
+
+	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log}
+	g.Engine, err = tasks.New(tasks.Config{
+		Store:          g.DB,
+		Directory:      g.Registry,
+		Policy:         g.Policy,
+		Backends:       g.backend,
+		Notifier:       notifier,
+		Clock:          g.opts.Clock,
+		Log:            log,
+		ReplayWindow:   time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,
+		Retention:      time.Duration(cfg.Tasks.RetentionSeconds) * time.Second,
+		DefaultTimeout: time.Duration(cfg.Tasks.DefaultTimeoutSeconds) * time.Second,
+		InputTimeout:   time.Duration(cfg.Tasks.InputTimeoutSeconds) * time.Second,
+		MaxActive:      cfg.Tasks.MaxActive,
+		Approvals:      newApprovals(cfg),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.Registry.SetReferenceChecker(g.Engine)
+
+	g.Presence = dirxmpp.Register(g.Router, dirxmpp.Deps{
+		Domain:        g.domain,
+		GatewayName:   cfg.XMPP.GatewayName,
+		Reader:        g.Registry,
+		Admin:         g.Registry,
+		Policy:        g.Policy,
+		TaskFeatures:  g.taskFeatures,
+		ReplaySeconds: cfg.Tasks.ReplaySeconds,
+		Sender:        g.Component,
+		Log:           log,
+	})
+	(&taskxmpp.Handlers{Engine: g.Engine, Log: log}).Register(g.Router)
+	g.Router.SetLimiter(func(requester jid.JID, space, local string) bool {
+		return g.Limiter.Allow(requester.String(), opClass(space, local))
+	})
+	g.Router.HandleMessage(notifier.HandleMessage)
+
+	if err := g.registerStaticManifests(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return g, nil
+}
+
+func (g *Gateway) backend(endpoint string) (tasks.Backend, bool) {
+	b, ok := g.backends[endpoint]
+	return b, ok
+}
+
+// taskFeatures advertises the task features an endpoint's backend really
+// supports; an endpoint without a backend advertises none.
+func (g *Gateway) taskFeatures(endpoint string) []string {
+	b, ok := g.backends[endpoint]
+	if !ok {
+		return nil
+	}
+	f := b.Features()
+	out := []string{ns.Task}
+	if f.Progress {
+		out = append(out, ns.TaskProgress)
+	}
+	if f.Cancel {
+		out = append(out, ns.TaskCancel)
+	}
+	if f.Input {
+		out = append(out, ns.TaskInput)
+	}
+	return out
+}
+
+// registerStaticManifests registers and activates every [[agents]] entry
+// with a manifest file. Registering the same content again is a no-op.
+func (g *Gateway) registerStaticManifests(ctx context.Context) error {
+	for _, a := range g.cfg.Agents {
+		if a.Manifest == "" {
+			continue
+		}
+		raw, err := os.ReadFile(g.cfg.Path(a.Manifest))
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", a.JID, err)
+		}
+		m, err := g.Registry.Register(ctx, raw)
+		if err != nil {
+			return fmt.Errorf("agent %s: manifest %s: %w", a.JID, a.Manifest, err)
+		}
+		want, _ := jid.Parse(a.JID)
+		if m.Endpoint != want.Bare().String() {
+			return fmt.Errorf("agent %s: manifest %s declares agent.jid %s", a.JID, a.Manifest, m.Endpoint)
+		}
+		if err := g.Registry.Activate(ctx, m.Endpoint, m.Version, m.Hash); err != nil {
+			return fmt.Errorf("agent %s: activating version %s: %w", a.JID, m.Version, err)
+		}
+		g.log.Info("static agent active", "endpoint", m.Endpoint, "version", m.Version, "hash", m.Hash)
+	}
+	return nil
+}
+
+// Run starts every part and blocks until ctx ends or the component hits a
+// fatal error (wrong secret, another session for the domain).
+func (g *Gateway) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := g.Engine.Start(ctx); err != nil {
+		return fmt.Errorf("task engine: %w", err)
+	}
+	var wg sync.WaitGroup
+	goRun := func(name string, f func(ctx context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				g.log.Error("gateway part stopped", "part", name, "err", err)
+			}
+		}()
+	}
+	goRun("directory watch", func(ctx context.Context) error { g.Registry.Watch(ctx, 250*time.Millisecond); return nil })
+	goRun("trust watch", func(ctx context.Context) error {
+		g.Grants.Watch(ctx, 250*time.Millisecond, func(err error) { g.log.Warn("reloading trust grants failed", "err", err) })
+		return nil
+	})
+	for _, s := range g.starters {
+		goRun("backend", s)
+	}
+	g.Component.OnConnect(func(ctx context.Context) { g.Presence.Rebroadcast(ctx) })
+	err := g.Component.Run(ctx)
+	cancel()
+	wg.Wait()
+	g.Engine.Close()
+	var fatal *component.FatalError
+	if errors.As(err, &fatal) {
+		return err
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// Close releases the store. Call it after Run returns.
+func (g *Gateway) Close() error { return g.DB.Close() }
+
+func normalizeAll(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if j, err := jid.Parse(s); err == nil {
+			out = append(out, j.Bare().String())
+		}
+	}
+	return out
+}
+
+func endpointRules(cfg *config.Config) map[string]federation.EndpointRule {
+	rules := map[string]federation.EndpointRule{}
+	for _, a := range cfg.Agents {
+		if len(a.VisibleTo) == 0 && len(a.InvocableBy) == 0 {
+			continue
+		}
+		j, err := jid.Parse(a.JID)
+		if err != nil {
+			continue
+		}
+		rules[j.Bare().String()] = federation.EndpointRule{VisibleTo: normalizeAll(a.VisibleTo), InvocableBy: normalizeAll(a.InvocableBy)}
+	}
+	return rules
+}
+
+func rates(cfg *config.Config) map[federation.Op]federation.Rate {
+	f := cfg.Federation
+	return map[federation.Op]federation.Rate{
+		federation.OpDiscovery: {PerSecond: f.DiscoveryPerSecond, Burst: f.DiscoveryBurst},
+		federation.OpSchema:    {PerSecond: f.SchemaPerSecond, Burst: f.SchemaBurst},
+		federation.OpInvoke:    {PerSecond: f.InvokePerSecond, Burst: f.InvokeBurst},
+		federation.OpInput:     {PerSecond: f.InputPerSecond, Burst: f.InputBurst},
+	}
+}
+
+// opClass maps an IQ payload to its rate-limit budget.
+func opClass(space, local string) federation.Op {
+	switch {
+	case space == ns.Task && local == "invoke":
+		return federation.OpInvoke
+	case space == ns.Task:
+		return federation.OpInput
+	case space == ns.API && (local == "manifest-request" || local == "schema-request"):
+		return federation.OpSchema
+	}
+	return federation.OpDiscovery
+}

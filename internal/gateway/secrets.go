@@ -1,0 +1,41 @@
+package gateway
+
+import (
+	"github.com/agentgw/agentgw/internal/config"
+)
+
+// Secrets returns every secret value the config refers to that can be read
+// now: the component secret, connector API keys, and MCP header values.
+// The logger scrubs them all. Unreadable ones are skipped here; the parts
+// that need them report the problem.
+func Secrets(cfg *config.Config) []string {
+	var out []string
+	add := func(env, file string) {
+		if v, err := config.ReadSecret(env, cfg.Path(file)); err == nil {
+			out = append(out, v)
+		}
+	}
+	if cfg.XMPP.SecretEnv != "" {
+		add(cfg.XMPP.SecretEnv, "")
+	} else if cfg.XMPP.SecretFile != "" {
+		add("", cfg.XMPP.SecretFile)
+	}
+	for _, a := range cfg.Agents {
+		if c := a.Connector; c != nil {
+			if c.APIKeyEnv != "" {
+				add(c.APIKeyEnv, "")
+			} else if c.APIKeyFile != "" {
+				add("", c.APIKeyFile)
+			}
+		}
+		if m := a.MCP; m != nil {
+			for _, env := range m.HeadersEnv {
+				add(env, "")
+			}
+			for _, file := range m.HeadersFile {
+				add("", file)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package gatewaytest
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// TestFederationGrants walks the trust model across two real federated
+// Prosody servers: alice@a.test against agents.b.test.
+func TestFederationGrants(t *testing.T) {
+	a, b := xmppharness.StartFederation(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := a.Register(ctx, "alice", Password+"alice"); err != nil {
+		t.Fatal(err)
+	}
+	e := Start(t, Options{Server: b, Agents: []Agent{{Localpart: "weather"}}, TOML: `
+[federation]
+invoke_per_second = 0.01
+invoke_burst = 40
+`})
+	alice, _ := e.DialOn(a, "alice")
+	ep := e.Endpoint("weather")
+	m, ok := e.Gateway.Registry.Active(ep.String())
+	if !ok {
+		t.Fatal("weather has no active manifest")
+	}
+	// What an operator handed alice out of band: exact pins.
+	invoke := func() (*agentclient.Accepted, error) {
+		return alice.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: "echo", Version: m.Version, ManifestHash: m.Hash, Arguments: json.RawMessage(`{"message":"from a.test"}`)})
+	}
+	discovery := func() map[string]string {
+		conds := map[string]string{}
+		_, err := alice.Info(ctx, ep, "")
+		conds["info"] = ErrCondition(err)
+		_, err = alice.Items(ctx, ep, ns.ToolsNodePrefix+"#"+m.Version, 10, "")
+		conds["tools"] = ErrCondition(err)
+		_, err = alice.GetManifest(ctx, ep, "")
+		conds["manifest"] = ErrCondition(err)
+		_, err = alice.GetSchema(ctx, ep, "echo", m.Version, "input", m.Hash)
+		conds["schema"] = ErrCondition(err)
+		return conds
+	}
+	allIs := func(conds map[string]string, want string) bool {
+		for _, c := range conds {
+			if c != want {
+				return false
+			}
+		}
+		return true
+	}
+
+	// 1. Default: nothing visible, nothing callable.
+	if c := discovery(); !allIs(c, "item-not-found") {
+		t.Fatalf("default discovery = %v, want item-not-found everywhere", c)
+	}
+	if _, err := invoke(); ErrCondition(err) != "item-not-found" {
+		t.Fatalf("default invoke: %v", err)
+	}
+	page, err := alice.Items(ctx, e.GatewayJID(), "", 50, "")
+	if err != nil || len(page.Items) != 0 || page.Count != 0 {
+		t.Fatalf("default directory = %+v, %v", page, err)
+	}
+
+	// 2. Visibility only.
+	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--visibility", "a.test")
+	WaitFor(t, 2*time.Second, "visibility grant", func() bool { return allIs(discovery(), "") })
+	if _, err := invoke(); ErrCondition(err) != "item-not-found" {
+		t.Fatalf("invoke with visibility only: %v", err)
+	}
+	page, err = alice.Items(ctx, e.GatewayJID(), "", 50, "")
+	if err != nil || page.Count != 1 {
+		t.Fatalf("directory with visibility = %+v, %v", page, err)
+	}
+
+	// 3. Invocation only: hidden again, but a pinned invoke runs.
+	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, "--visibility", "a.test")
+	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--invocation", "a.test")
+	WaitFor(t, 2*time.Second, "revocation of visibility", func() bool { return allIs(discovery(), "item-not-found") })
+	var acc *agentclient.Accepted
+	WaitFor(t, 2*time.Second, "invocation grant", func() bool {
+		acc, err = invoke()
+		return err == nil
+	})
+	out, err := alice.Follow(ctx, ep, acc, agentclient.CallOptions{RecoverAfter: time.Second})
+	if err != nil || out.State != "completed" {
+		t.Fatalf("federated call: %v %+v", err, out)
+	}
+
+	// 4. Revocation takes effect within a second.
+	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, "a.test")
+	revoked := time.Now()
+	for {
+		_, err := invoke()
+		if ErrCondition(err) == "item-not-found" {
+			break
+		}
+		if time.Since(revoked) > time.Second {
+			t.Fatalf("invoke still answered %v more than 1 s after the revoke", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("denial %v after the revoke command returned", time.Since(revoked).Round(time.Millisecond))
+	// Task operations keep working after visibility and invocation change.
+	if st, err := alice.State(ctx, ep, acc.TaskID); err != nil || st.State != "completed" {
+		t.Fatalf("task-state after revocation: %v %+v", err, st)
+	}
+
+	// 5. Rate limit: the invoke budget (burst 40, refilling once in 100 s)
+	// runs out.
+	limited := false
+	for i := 0; i < 60 && !limited; i++ {
+		_, err := invoke()
+		limited = ErrCondition(err) == "resource-constraint"
+	}
+	if !limited {
+		t.Fatal("no resource-constraint after exceeding the invoke rate limit")
+	}
+}
+
+// TestHiddenVersusMissingTiming measures the median item-not-found latency
+// for a hidden and for a nonexistent endpoint. It reports the ratio; it
+// does not assert on time.
+func TestHiddenVersusMissingTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	e := Start(t, Options{Agents: fiveAgents(), Users: []string{"eve"}, Mutate: func(c *config.Config) {
+		c.XMPP.LocalDomains = []string{"elsewhere.test"}
+		c.Federation.DiscoveryPerSecond = 100000
+		c.Federation.DiscoveryBurst = 100000
+	}})
+	eve := e.Dial("eve")
+	ctx := context.Background()
+	measure := func(ep string) time.Duration {
+		var ds []time.Duration
+		for i := 0; i < 200; i++ {
+			start := time.Now()
+			_, err := eve.Info(ctx, jidMust(ep), "")
+			ds = append(ds, time.Since(start))
+			if ErrCondition(err) != "item-not-found" {
+				t.Fatalf("%s: %v", ep, err)
+			}
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		return ds[len(ds)/2]
+	}
+	// Interleave to share the machine's noise.
+	var hidden, missing []time.Duration
+	for round := 0; round < 3; round++ {
+		hidden = append(hidden, measure("weather@"+e.Domain))
+		missing = append(missing, measure("nobody@"+e.Domain))
+	}
+	h, m := median(hidden), median(missing)
+	t.Logf("item-not-found median latency: hidden %v, nonexistent %v, ratio %.3f (target within 10%%)", h, m, float64(h)/float64(m))
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}

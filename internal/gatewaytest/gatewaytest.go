@@ -1,0 +1,426 @@
+// Package gatewaytest runs a real agentgw for end-to-end tests: a private
+// XMPP server (Prosody by default, or ejabberd) with registered users, and
+// the gateway in-process on its embedded SQLite store, with scripted agents
+// whose behaviour tests control.
+package gatewaytest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/internal/clock"
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/gateway"
+	"github.com/agentgw/agentgw/internal/logging"
+	"github.com/agentgw/agentgw/internal/xmppclient"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskstest"
+)
+
+// Password is every test user's password prefix: user alice has
+// "pw-alice".
+const Password = "pw-"
+
+// Agent is a scripted agent: a manifest registered at start and a scripted
+// executor behind it.
+type Agent struct {
+	Localpart string
+	// Manifest is the manifest JSON; "" uses DefaultManifest.
+	Manifest string
+	// Executor runs the tools; nil uses DefaultExecutor.
+	Executor *taskstest.Executor
+	// NoBackend registers the manifest without an executor (a static
+	// agent that cannot run tasks).
+	NoBackend bool
+}
+
+// Options configure an environment.
+type Options struct {
+	// Ejabberd runs ejabberd instead of Prosody.
+	Ejabberd bool
+	// Server reuses an already started server (for example one of a
+	// federated pair); the gateway attaches to its component domain.
+	Server *xmppharness.Server
+	Agents []Agent
+	// Users are registered with password Password+name.
+	Users []string
+	// TOML is appended to the generated config (extra [[agents]] for MCP
+	// or connector backends, [policy], [federation] ...).
+	TOML string
+	// Mutate adjusts the parsed config before the gateway is built.
+	Mutate func(*config.Config)
+	Clock  clock.Clock
+	// Admins are localparts of the server domain listed in admins.
+	Admins []string
+}
+
+// Env is a running environment.
+type Env struct {
+	T          testing.TB
+	Server     *xmppharness.Server
+	Config     *config.Config
+	ConfigPath string
+	Dir        string
+	Gateway    *gateway.Gateway
+	Agents     map[string]*taskstest.Executor // by bare JID
+	Domain     string                         // the component domain
+	// Log holds everything the gateway logged.
+	Log *SyncBuffer
+
+	opts   Options
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// SyncBuffer is a goroutine-safe log sink.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Start brings up the server, registers users, writes a config and starts
+// the gateway, waiting for its component handshake.
+func Start(t testing.TB, o Options) *Env {
+	t.Helper()
+	e := &Env{T: t, opts: o, Dir: t.TempDir(), Agents: map[string]*taskstest.Executor{}, Log: &SyncBuffer{}}
+	switch {
+	case o.Server != nil:
+		e.Server = o.Server
+	case o.Ejabberd:
+		e.Server = xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
+	default:
+		e.Server = xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	}
+	e.Domain = e.Server.ComponentDomain
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, u := range o.Users {
+		if err := e.Server.Register(ctx, u, Password+u); err != nil {
+			t.Fatalf("register %s: %v", u, err)
+		}
+	}
+	e.writeConfig()
+	e.StartGateway()
+	return e
+}
+
+func (e *Env) writeConfig() {
+	t := e.T
+	secretPath := filepath.Join(e.Dir, "component.secret")
+	if err := os.WriteFile(secretPath, []byte(e.Server.ComponentSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	admins := make([]string, 0, len(e.opts.Admins))
+	for _, a := range e.opts.Admins {
+		admins = append(admins, fmt.Sprintf("%q", a+"@"+e.Server.Domain))
+	}
+	fmt.Fprintf(&b, `[xmpp]
+component_domain = %q
+server = %q
+secret_file = "component.secret"
+local_domains = [%q]
+admins = [%s]
+ping_interval_seconds = 30
+iq_timeout_seconds = 10
+
+[store]
+path = "agentgw.db"
+
+[log]
+level = "debug"
+`, e.Domain, e.Server.ComponentAddr, e.Server.Domain, strings.Join(admins, ", "))
+	for _, a := range e.opts.Agents {
+		ep := a.Localpart + "@" + e.Domain
+		manifest := a.Manifest
+		if manifest == "" {
+			manifest = DefaultManifest(ep)
+		}
+		file := a.Localpart + ".json"
+		if err := os.WriteFile(filepath.Join(e.Dir, file), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "\n[[agents]]\njid = %q\nmanifest = %q\n", ep, file)
+		if !a.NoBackend {
+			x := a.Executor
+			if x == nil {
+				x = DefaultExecutor()
+			}
+			e.Agents[ep] = x
+		}
+	}
+	b.WriteString("\n" + e.opts.TOML + "\n")
+	e.ConfigPath = filepath.Join(e.Dir, "agentgw.toml")
+	if err := os.WriteFile(e.ConfigPath, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartGateway (re)starts the in-process gateway on the same config and
+// store, and waits for the component handshake.
+func (e *Env) StartGateway() {
+	t := e.T
+	t.Helper()
+	cfg, err := config.Load(e.ConfigPath)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	if e.opts.Mutate != nil {
+		e.opts.Mutate(cfg)
+	}
+	e.Config = cfg
+	red := &logging.Redactor{}
+	red.Add(gateway.Secrets(cfg)...)
+	log, _ := logging.New(e.Log, "text", "debug", red)
+	backends := map[string]tasks.Backend{}
+	for ep, x := range e.Agents {
+		backends[ep] = x
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gw, err := gateway.New(ctx, cfg, log, &gateway.Options{Clock: e.opts.Clock, ExtraBackends: backends, Redactor: red})
+	if err != nil {
+		cancel()
+		t.Fatalf("gateway: %v", err)
+	}
+	e.Gateway = gw
+	e.cancel = cancel
+	e.done = make(chan error, 1)
+	go func() { e.done <- gw.Run(ctx) }()
+	select {
+	case <-gw.Component.Ready():
+	case err := <-e.done:
+		cancel()
+		t.Fatalf("gateway stopped before the handshake: %v\n%s", err, tail(e.Log.String(), 3000))
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("gateway handshake timed out\n%s", tail(e.Log.String(), 3000))
+	}
+	t.Cleanup(e.StopGateway)
+}
+
+// StopGateway stops the gateway cleanly (idempotent).
+func (e *Env) StopGateway() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	select {
+	case <-e.done:
+	case <-time.After(15 * time.Second):
+		var buf bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		e.T.Errorf("gateway did not stop within 15 s; goroutines:\n%s", tail(buf.String(), 20000))
+	}
+	e.Gateway.Close()
+	e.cancel = nil
+}
+
+// JID is user's bare JID on the server.
+func (e *Env) JID(user string) string { return user + "@" + e.Server.Domain }
+
+// Endpoint is the bare JID of an agent localpart.
+func (e *Env) Endpoint(localpart string) jid.JID {
+	return jid.MustParse(localpart + "@" + e.Domain)
+}
+
+// GatewayJID is the component domain as a JID.
+func (e *Env) GatewayJID() jid.JID { return jid.MustParse(e.Domain) }
+
+// Dial logs user in and returns a protocol client; it closes on cleanup.
+func (e *Env) Dial(user string) *agentclient.Client {
+	e.T.Helper()
+	c, _ := e.DialConn(user)
+	return c
+}
+
+// DialConn is Dial that also returns the raw connection.
+func (e *Env) DialConn(user string) (*agentclient.Client, *xmppclient.Client) {
+	e.T.Helper()
+	return e.DialOn(e.Server, user)
+}
+
+// DialOn logs in user@srv.Domain on another server (for example the other
+// side of a federated pair). The user must be registered there with
+// password Password+user.
+func (e *Env) DialOn(srv *xmppharness.Server, user string) (*agentclient.Client, *xmppclient.Client) {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := xmppclient.Dial(ctx, xmppclient.Options{
+		JID: user + "@" + srv.Domain, Password: Password + user, Server: srv.C2SAddr,
+		TLS: &tls.Config{InsecureSkipVerify: true}, IQTimeout: 10 * time.Second, Presence: true,
+	})
+	if err != nil {
+		e.T.Fatalf("login %s: %v", user, err)
+	}
+	e.T.Cleanup(func() { conn.Close() })
+	c := agentclient.New(conn, slog.New(slog.NewTextHandler(testWriter{e.T}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c.IQTimeout = 10 * time.Second
+	return c, conn
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	return len(p), nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// DefaultManifest is a manifest with the scripted tools DefaultExecutor
+// runs: echo, slow (progress), ask (input), fail and wait (until
+// cancelled).
+func DefaultManifest(endpoint string) string {
+	local := endpoint[:strings.IndexByte(endpoint, '@')]
+	m := map[string]any{
+		"manifestSpecVersion": "0",
+		"agent": map[string]any{
+			"jid": endpoint, "name": local, "title": strings.ToUpper(local[:1]) + local[1:] + " Agent",
+			"description": "Scripted test agent " + local + ".", "version": "1.0.0",
+		},
+		"tools": []any{
+			tool("echo", "Echo", "Returns its arguments.", `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"],"additionalProperties":false}`, false),
+			tool("slow", "Slow", "Reports progress, then returns.", `{"type":"object","properties":{"steps":{"type":"integer","minimum":1}}}`, false),
+			tool("ask", "Ask", "Asks the caller a question.", `{"type":"object"}`, true),
+			tool("fail", "Fail", "Always fails.", `{"type":"object"}`, false),
+			tool("wait", "Wait", "Runs until cancelled.", `{"type":"object"}`, false),
+		},
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func tool(name, title, desc, schema string, input bool) map[string]any {
+	return map[string]any{
+		"name": name, "title": title, "description": desc,
+		"inputSchema": json.RawMessage(schema),
+		"annotations": map[string]any{"readOnlyHint": true},
+		"urn:xmpp:agent-api:0": map[string]any{
+			"supportsProgress": true, "supportsCancellation": true, "supportsInput": input,
+		},
+	}
+}
+
+// DefaultExecutor scripts the DefaultManifest tools.
+func DefaultExecutor() *taskstest.Executor {
+	x := taskstest.New(tasks.Features{Progress: true, Cancel: true, Input: true})
+	x.Script("echo", taskstest.Step{Echo: true})
+	x.Script("slow",
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(25), Stage: "one", Message: "quarter"}},
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(50), Stage: "two", Message: "half"}},
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(75), Stage: "three", Message: "most"}},
+		taskstest.Step{Complete: taskstest.Text("slow done")},
+	)
+	x.Script("ask",
+		taskstest.Step{Input: &tasks.InputRequest{Question: "Which unit?", Schema: json.RawMessage(`{"type":"object","properties":{"unit":{"enum":["C","F"]}},"required":["unit"]}`)}},
+		taskstest.Step{Echo: true},
+	)
+	x.Script("fail", taskstest.Step{Fail: &tasks.Failure{Code: "com.example:broken", Message: "The tool is broken.", Retryable: false}})
+	x.Script("wait", taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: taskstest.Reason("stopped on request")})
+	return x
+}
+
+// WaitFor polls cond until it holds or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", timeout, what)
+}
+
+// ErrCondition is agentclient.Condition re-exported for brevity in tests.
+func ErrCondition(err error) string { return agentclient.Condition(err) }
+
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds cmd/agentgw once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := xmppharness.ModuleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "agentgw-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "agentgw")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/agentgw")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// Agentgw runs the agentgw binary with args and returns its combined
+// output; it fails the test when the exit status differs from wantExit.
+func (e *Env) Agentgw(wantExit int, args ...string) string {
+	e.T.Helper()
+	cmd := exec.Command(Binary(e.T), args...)
+	cmd.Dir = e.Dir
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.T.Fatalf("agentgw %v: %v", args, err)
+	}
+	if code != wantExit {
+		e.T.Fatalf("agentgw %v exited %d, want %d:\n%s", args, code, wantExit, out)
+	}
+	return string(out)
+}
+
+func jidMust(s string) jid.JID { return jid.MustParse(s) }

@@ -1,0 +1,311 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmpptime"
+	"github.com/agentgw/agentgw/tasks/taskdb"
+)
+
+// Invocation is one <invoke/> as received, after the XMPP layer has
+// authenticated the sender.
+type Invocation struct {
+	Caller       string // bare JID of the authenticated sender
+	Route        string // full JID that sent the IQ
+	Endpoint     string // bare JID the IQ was addressed to
+	RequestID    string
+	Tool         string
+	APIVersion   string
+	ManifestHash string // XEP-0300 base64 value
+	Arguments    []byte // raw JSON text as received
+	MediaType    string
+	Deadline     string // raw XEP-0082 text, "" when absent
+	// Extensions are security-relevant invoke extensions; they enter the
+	// replay fingerprint. nil is fine.
+	Extensions map[string]string
+}
+
+// Accepted is the durable admission returned as <accepted/>.
+type Accepted struct {
+	TaskID      string
+	RequestID   string
+	Revision    int64 // always 0
+	Created     time.Time
+	RetainUntil time.Time
+}
+
+// maxToolName bounds the tool attribute (the manifest limits names far
+// below this; anything longer cannot name a tool).
+const maxToolName = 1024
+
+func newID(prefix string) string { return ids.New(prefix) }
+
+// Admit validates an invocation against its pinned manifest and durably
+// admits it. The order of checks is the spec's: shape; then authorization
+// of the endpoint and the exact tool, so nothing about the endpoint,
+// version, hash, tool, schema or arguments is revealed to an unauthorized
+// caller; then replay (an identical retry returns the original acceptance
+// even if the active version, the deadline or capacity changed since);
+// then pinning, schema, deadline, backend, capacity. Admit returns only
+// after the task and its replay record are committed.
+//
+// A version that does not exist, or a tool absent from it, is ErrNotFound
+// (nothing to authorize against); an existing version that is not the
+// active one, or a manifest hash that does not match, is ErrConflict.
+func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
+	if !e.started.Load() || e.closing.Load() {
+		return Accepted{}, reject(ErrServiceUnavailable, "engine not running")
+	}
+	var dl *xmpptime.Instant
+	switch {
+	case inv.Caller == "" || inv.Endpoint == "" || inv.Route == "":
+		return Accepted{}, reject(ErrBadRequest, "missing addresses")
+	case !ids.Valid(inv.RequestID):
+		return Accepted{}, reject(ErrBadRequest, "invalid request-id")
+	case !ids.ValidVersion(inv.APIVersion):
+		return Accepted{}, reject(ErrBadRequest, "invalid api-version")
+	case inv.Tool == "" || len(inv.Tool) > maxToolName:
+		return Accepted{}, reject(ErrBadRequest, "invalid tool name")
+	case inv.ManifestHash == "":
+		return Accepted{}, reject(ErrBadRequest, "missing manifest hash")
+	}
+	if inv.Deadline != "" {
+		d, err := xmpptime.Parse(inv.Deadline)
+		if err != nil {
+			return Accepted{}, reject(ErrBadRequest, "invalid deadline")
+		}
+		dl = &d
+	}
+
+	// Authorization of endpoint and exact tool, before anything is revealed.
+	dir := e.cfg.Directory
+	if e.cfg.Policy == nil || !e.cfg.Policy.CanInvoke(inv.Caller, inv.Endpoint) || !dir.Exists(inv.Endpoint) {
+		return Accepted{}, reject(ErrNotFound, "endpoint")
+	}
+	m, ok := dir.Manifest(inv.Endpoint, inv.APIVersion)
+	if !ok {
+		return Accepted{}, reject(ErrNotFound, "version")
+	}
+	tool, ok := m.Tool(inv.Tool)
+	if !ok || !e.toolAuthorized(inv.Caller, inv.Endpoint, tool) {
+		return Accepted{}, reject(ErrNotFound, "tool")
+	}
+
+	if inv.MediaType != ns.MediaJSON {
+		return Accepted{}, reject(ErrNotAcceptable, "arguments media type")
+	}
+	canon, args, err := ijson.Canonicalize(inv.Arguments, e.argLimits)
+	if err != nil {
+		if ijson.IsLimit(err) {
+			return Accepted{}, reject(ErrResourceConstraint, "arguments exceed a JSON limit")
+		}
+		return Accepted{}, reject(ErrNotAcceptable, "arguments are not I-JSON")
+	}
+	deadline := ""
+	if dl != nil {
+		deadline = dl.String()
+	}
+	fp := fingerprint(inv, canon, deadline)
+
+	// Replay fast path from committed state; the commit re-checks.
+	if prev, err := e.db.TaskByRequest(ctx, inv.Caller, inv.Endpoint, inv.RequestID); err != nil {
+		return Accepted{}, err
+	} else if prev != nil {
+		return replayOf(prev, fp)
+	}
+
+	active, ok := dir.Active(inv.Endpoint)
+	if !ok || active.Version != m.Version {
+		return Accepted{}, reject(ErrConflict, "api-version is not the active version")
+	}
+	if m.Hash != inv.ManifestHash {
+		return Accepted{}, reject(ErrConflict, "manifest hash does not match")
+	}
+	s, err := e.schemas.Compile(tool.InputSchema)
+	if err != nil {
+		return Accepted{}, reject(ErrServiceUnavailable, "input schema unusable")
+	}
+	if err := s.Validate(args); err != nil {
+		return Accepted{}, reject(ErrNotAcceptable, "arguments do not match the input schema")
+	}
+	if backend, ok := e.cfg.Backends(inv.Endpoint); !ok || backend == nil {
+		return Accepted{}, reject(ErrServiceUnavailable, "no backend for the endpoint")
+	}
+	maxTimeout := time.Duration(tool.Ext.MaximumTimeoutSeconds) * time.Second
+	defTimeout := e.cfg.DefaultTimeout
+	if tool.Ext.DefaultTimeoutSeconds > 0 {
+		defTimeout = time.Duration(tool.Ext.DefaultTimeoutSeconds) * time.Second
+	}
+	if maxTimeout > 0 && defTimeout > maxTimeout {
+		defTimeout = maxTimeout
+	}
+	if e.noPersist {
+		now := e.clock.Now().UTC()
+		return Accepted{TaskID: newID("task-"), RequestID: inv.RequestID, Created: now, RetainUntil: now.Add(e.cfg.Retention)}, nil
+	}
+
+	var (
+		acc    Accepted
+		result error
+	)
+	err = e.do(func(b *batch) error {
+		if prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID); err != nil {
+			return err
+		} else if prev != nil {
+			acc, result = replayOf(prev, fp)
+			return nil
+		}
+		now := b.now()
+		// The deadline is compared exactly, at the commit boundary.
+		var eff xmpptime.Instant
+		if dl != nil {
+			if dl.ReachedBy(now) {
+				result = reject(ErrNotAcceptable, "deadline has passed")
+				return nil
+			}
+			if maxTimeout > 0 && !dl.ReachedBy(now.Add(maxTimeout)) {
+				result = reject(ErrNotAcceptable, "deadline beyond the tool's maximum timeout")
+				return nil
+			}
+			eff = *dl
+		} else {
+			eff = xmpptime.FromTime(now.Add(defTimeout))
+		}
+		if e.active+b.delta >= e.cfg.MaxActive {
+			result = reject(ErrResourceConstraint, "task capacity exhausted")
+			return nil
+		}
+		retain := now.Add(e.cfg.Retention)
+		purge := now.Add(e.cfg.ReplayWindow)
+		if retain.After(purge) {
+			purge = retain
+		}
+		t := &taskdb.Task{
+			ID: newID("task-"), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
+			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
+			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
+			State: taskdb.Accepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
+		}
+		inserted, err := b.tx.InsertTask(t)
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			// Unreachable with one writer; kept so a second gateway
+			// process cannot turn a race into a duplicate.
+			prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
+			if err != nil || prev == nil {
+				return err
+			}
+			acc, result = replayOf(prev, fp)
+			return nil
+		}
+		b.delta++
+		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
+		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
+		b.onCommit(func() {
+			e.armDeadline(id, dls, at)
+			if !e.holdDispatch.Load() {
+				e.submit(func(b *batch) error { return b.dispatch(id) })
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		return Accepted{}, err
+	}
+	if result != nil {
+		return Accepted{}, result
+	}
+	return acc, nil
+}
+
+// timerInstant is the first whole nanosecond at which i is reached.
+func timerInstant(i xmpptime.Instant) time.Time {
+	t := i.Time()
+	if !i.ReachedBy(t) {
+		t = t.Add(time.Nanosecond)
+	}
+	return t
+}
+
+func replayOf(prev *taskdb.Task, fp []byte) (Accepted, error) {
+	if !bytes.Equal(prev.Fingerprint, fp) {
+		return Accepted{}, reject(ErrConflict, "request-id reused with a different fingerprint")
+	}
+	return Accepted{TaskID: prev.ID, RequestID: prev.RequestID, Created: prev.Created, RetainUntil: prev.RetainUntil}, nil
+}
+
+// toolAuthorized applies trusted local policy to tools that declare an
+// approval or permission requirement, failing closed without a policy.
+func (e *Engine) toolAuthorized(caller, endpoint string, tool *directory.Tool) bool {
+	if !tool.Ext.ApprovalRequired && len(tool.Ext.RequiredPermissions) == 0 {
+		return true
+	}
+	ap := e.cfg.Approvals
+	if ap == nil {
+		return false
+	}
+	if tool.Ext.ApprovalRequired && !ap.Approved(caller, endpoint, tool.Name) {
+		return false
+	}
+	for _, p := range tool.Ext.RequiredPermissions {
+		if !ap.HasPermission(caller, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint is the SHA-256 over the length-prefixed replay identity:
+// caller bare JID, target bare JID, namespace, request ID, tool, API
+// version, manifest hash, canonical arguments, deadline as its exact
+// canonical instant (or absent), and the security-relevant extensions in
+// key order.
+func fingerprint(inv Invocation, canonArgs []byte, deadline string) []byte {
+	h := sha256.New()
+	field(h, "agentgw invoke fingerprint v1")
+	field(h, inv.Caller)
+	field(h, inv.Endpoint)
+	field(h, ns.Task)
+	field(h, inv.RequestID)
+	field(h, inv.Tool)
+	field(h, inv.APIVersion)
+	field(h, inv.ManifestHash)
+	field(h, string(canonArgs))
+	if deadline == "" {
+		field(h, "no-deadline")
+	} else {
+		field(h, "deadline")
+		field(h, deadline)
+	}
+	keys := make([]string, 0, len(inv.Extensions))
+	for k := range inv.Extensions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	field(h, strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		field(h, k)
+		field(h, inv.Extensions[k])
+	}
+	return h.Sum(nil)
+}
+
+func field(h hash.Hash, s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.Write([]byte(s))
+}

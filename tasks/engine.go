@@ -1,0 +1,571 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/internal/clock"
+	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/internal/schema"
+	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
+)
+
+// Authorizer decides invocation permission (federation.Policy implements
+// it).
+type Authorizer interface {
+	CanInvoke(principal, endpoint string) bool
+}
+
+// ApprovalPolicy is trusted local policy for tools that declare
+// approvalRequired or requiredPermissions. Without one such tools fail
+// closed.
+type ApprovalPolicy interface {
+	Approved(principal, endpoint, tool string) bool
+	HasPermission(principal, perm string) bool
+}
+
+// Notifier receives each committed event after its commit, in revision order
+// per task. It must not block for long: the XMPP layer queues the send.
+type Notifier interface {
+	Notify(ev Event)
+}
+
+// Event is one committed lifecycle event, addressed for sending.
+type Event struct {
+	TaskID   string
+	EventID  string
+	Endpoint string // bare JID of the target endpoint (the sender)
+	Caller   string // bare JID of the caller
+	Route    string // full JID that issued the invoke
+	Revision int64
+	Type     string // status|progress|input_required|completed|failed|cancelled
+	Payload  []byte // canonical JSON, valid against the lifecycle schema
+}
+
+// Config configures an Engine. Zero durations and limits take the defaults
+// documented on each field.
+type Config struct {
+	Store     *store.DB
+	Driver    taskdb.Driver // optional; defaults to tasksqlite over Store
+	Directory directory.Reader
+	Policy    Authorizer
+	Backends  func(endpoint string) (Backend, bool)
+	Notifier  Notifier // optional
+	Clock     clock.Clock
+	Log       *slog.Logger
+	Approvals ApprovalPolicy // optional; nil fails approval/permission tools closed
+
+	ReplayWindow   time.Duration // admission replay window; default 24h
+	Retention      time.Duration // retain-until = created + Retention; default 24h
+	DefaultTimeout time.Duration // deadline when neither invoke nor tool set one; default 1h
+	InputTimeout   time.Duration // expiry of input requests that carry none; default 1h
+	MaxActive      int           // non-terminal tasks at once; default 1000
+
+	MaxArgumentBytes int           // invoke arguments and input values; default 1 MiB
+	MaxResultBytes   int           // canonical completed payload; default 1 MiB
+	PurgeInterval    time.Duration // retention purge period; default 1m
+	ShutdownGrace    time.Duration // how long Close waits for executors; default 5s
+	MaxBatch         int           // operations per group commit; default 512
+}
+
+func (c *Config) defaults() {
+	if c.ReplayWindow <= 0 {
+		c.ReplayWindow = 24 * time.Hour
+	}
+	if c.Retention <= 0 {
+		c.Retention = 24 * time.Hour
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = time.Hour
+	}
+	if c.InputTimeout <= 0 {
+		c.InputTimeout = time.Hour
+	}
+	if c.MaxActive <= 0 {
+		c.MaxActive = 1000
+	}
+	if c.MaxArgumentBytes <= 0 {
+		c.MaxArgumentBytes = 1 << 20
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = 1 << 20
+	}
+	if c.PurgeInterval <= 0 {
+		c.PurgeInterval = time.Minute
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 512
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Engine is the durable task state machine. All its methods are safe for
+// concurrent use.
+type Engine struct {
+	cfg       Config
+	db        taskdb.Driver
+	clock     clock.Clock
+	log       *slog.Logger
+	schemas   *schema.Cache
+	lifecycle *Lifecycle
+	argLimits ijson.Limits
+
+	started atomic.Bool
+	closing atomic.Bool
+
+	// The committer owns every write: ops queue here and run in group
+	// commits, one transaction per batch.
+	qmu      sync.Mutex
+	queue    []*op
+	qsig     chan struct{}
+	qclosed  bool
+	commitWG sync.WaitGroup
+	active   int // non-terminal tasks; committer-owned
+
+	// Committed events wait here for the notifier, in commit order.
+	nmu     sync.Mutex
+	nqueue  []Event
+	nsig    chan struct{}
+	nclosed bool
+	notifWG sync.WaitGroup
+
+	mu         sync.Mutex
+	runs       map[string]*run
+	deadlines  map[string]clock.Timer
+	purgeTimer clock.Timer
+
+	execCtx    context.Context
+	execCancel context.CancelFunc
+	execWG     sync.WaitGroup
+
+	// Test hooks: noPersist short-circuits admission before the commit
+	// (the no-persistence baseline benchmark); holdDispatch leaves admitted
+	// tasks accepted until dispatched explicitly.
+	noPersist    bool
+	holdDispatch atomic.Bool
+}
+
+// New builds an engine. Nothing runs until Start.
+func New(cfg Config) (*Engine, error) {
+	cfg.defaults()
+	if cfg.Driver == nil {
+		if cfg.Store == nil {
+			return nil, errors.New("tasks: config needs Store or Driver")
+		}
+		cfg.Driver = tasksqlite.New(cfg.Store)
+	}
+	if cfg.Directory == nil || cfg.Backends == nil {
+		return nil, errors.New("tasks: config needs Directory and Backends")
+	}
+	lc, err := NewLifecycle()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:       cfg,
+		db:        cfg.Driver,
+		clock:     cfg.Clock,
+		log:       cfg.Log,
+		schemas:   schema.NewCache(4096),
+		lifecycle: lc,
+		argLimits: ijson.Limits{MaxBytes: cfg.MaxArgumentBytes},
+		qsig:      make(chan struct{}, 1),
+		nsig:      make(chan struct{}, 1),
+		runs:      map[string]*run{},
+		deadlines: map[string]clock.Timer{},
+	}
+	e.execCtx, e.execCancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Start recovers after a restart and starts the engine: tasks still
+// accepted are dispatched (the backend was never called); tasks whose
+// backend call cannot be resumed (running, input_required, cancelling after
+// dispatch) are settled failed with agentgw:interrupted, retryable, each as
+// one committed revision with its event; a cancelling task that was never
+// dispatched is settled cancelled. Deadline timers are armed and the
+// retention purge loop starts. Start returns once recovery has committed.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.closing.Load() {
+		return ErrClosed
+	}
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("tasks: engine already started")
+	}
+	unsettled, err := e.db.Unsettled(ctx)
+	if err != nil {
+		return err
+	}
+	e.active = len(unsettled)
+	e.commitWG.Add(1)
+	go e.commitLoop()
+	e.notifWG.Add(1)
+	go e.notifyLoop()
+
+	var waits []*op
+	for i := range unsettled {
+		t := &unsettled[i]
+		if t.Deadline != "" {
+			e.armDeadline(t.ID, t.Deadline, t.DeadlineAt)
+		}
+		id := t.ID
+		switch {
+		case t.State == taskdb.Accepted || (t.State == taskdb.Cancelling && !t.Dispatched):
+			waits = append(waits, e.submit(func(b *batch) error { return b.dispatch(id) }))
+		default:
+			waits = append(waits, e.submit(func(b *batch) error {
+				return b.interrupt(id)
+			}))
+		}
+	}
+	var errs []error
+	for _, o := range waits {
+		if err := <-o.done; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(unsettled) > 0 {
+		e.log.Info("tasks: recovered unsettled tasks", "count", len(unsettled))
+	}
+	e.purgeNow()
+	return errors.Join(errs...)
+}
+
+// Close stops the engine: no new work is admitted, executors' contexts end,
+// and after ShutdownGrace every dispatched task still unsettled is settled
+// failed agentgw:interrupted. Accepted tasks stay accepted for the next
+// Start. The store is not closed.
+func (e *Engine) Close() error {
+	if !e.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	e.stopTimers()
+	e.execCancel()
+	done := make(chan struct{})
+	go func() { e.execWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(e.cfg.ShutdownGrace):
+		e.log.Warn("tasks: executors still running at shutdown")
+	}
+	if !e.started.Load() {
+		return nil
+	}
+	e.mu.Lock()
+	var live []string
+	for id := range e.runs {
+		live = append(live, id)
+	}
+	e.mu.Unlock()
+	var waits []*op
+	for _, id := range live {
+		id := id
+		waits = append(waits, e.submit(func(b *batch) error { return b.interrupt(id) }))
+	}
+	var errs []error
+	for _, o := range waits {
+		if err := <-o.done; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.stopCommitter(false)
+	e.stopNotifier()
+	return errors.Join(errs...)
+}
+
+// abandon stops the engine as a crash would: nothing is settled, queued
+// operations are dropped, executors are cut off. For crash tests.
+func (e *Engine) abandon() {
+	e.closing.Store(true)
+	e.stopTimers()
+	e.execCancel()
+	e.stopCommitter(true)
+	e.stopNotifier()
+}
+
+func (e *Engine) stopTimers() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, t := range e.deadlines {
+		t.Stop()
+		delete(e.deadlines, id)
+	}
+	for _, r := range e.runs {
+		r.stopInputTimer()
+	}
+	if e.purgeTimer != nil {
+		e.purgeTimer.Stop()
+	}
+}
+
+// op is one unit of work inside a group commit. fn returns an error only
+// for storage failures, which roll back that op alone; domain outcomes are
+// captured by fn's closure.
+type op struct {
+	fn   func(b *batch) error
+	done chan error
+}
+
+func (e *Engine) submit(fn func(b *batch) error) *op {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	e.qmu.Lock()
+	if e.qclosed {
+		e.qmu.Unlock()
+		o.done <- ErrClosed
+		return o
+	}
+	e.queue = append(e.queue, o)
+	e.qmu.Unlock()
+	select {
+	case e.qsig <- struct{}{}:
+	default:
+	}
+	return o
+}
+
+// do runs fn in the next group commit and waits for that commit. It does
+// not give up on ctx: the outcome must be known once the op is queued.
+func (e *Engine) do(fn func(b *batch) error) error {
+	return <-e.submit(fn).done
+}
+
+func (e *Engine) take() ([]*op, bool) {
+	for {
+		e.qmu.Lock()
+		if len(e.queue) > 0 {
+			n := min(len(e.queue), e.cfg.MaxBatch)
+			ops := make([]*op, n)
+			copy(ops, e.queue)
+			e.queue = append(e.queue[:0], e.queue[n:]...)
+			e.qmu.Unlock()
+			return ops, true
+		}
+		if e.qclosed {
+			e.qmu.Unlock()
+			return nil, false
+		}
+		e.qmu.Unlock()
+		<-e.qsig
+	}
+}
+
+func (e *Engine) commitLoop() {
+	defer e.commitWG.Done()
+	for {
+		ops, ok := e.take()
+		if !ok {
+			return
+		}
+		e.runBatch(ops)
+	}
+}
+
+// stopCommitter lets the committer finish the queue (or, when dropping,
+// fails what is queued) and waits for it.
+func (e *Engine) stopCommitter(drop bool) {
+	e.qmu.Lock()
+	e.qclosed = true
+	var dropped []*op
+	if drop {
+		dropped, e.queue = e.queue, nil
+	}
+	e.qmu.Unlock()
+	for _, o := range dropped {
+		o.done <- ErrClosed
+	}
+	select {
+	case e.qsig <- struct{}{}:
+	default:
+	}
+	e.commitWG.Wait()
+}
+
+// batch is the state of one group commit.
+type batch struct {
+	e      *Engine
+	tx     taskdb.Tx
+	after  []func()
+	events []Event
+	delta  int // change of the non-terminal task count
+}
+
+// onCommit runs f after the batch commits, in the committer goroutine.
+func (b *batch) onCommit(f func()) { b.after = append(b.after, f) }
+
+func (b *batch) now() time.Time { return b.e.clock.Now().UTC() }
+
+var InstrBatches, InstrOps, InstrOpNS, InstrCommitNS, InstrBeginNS atomic.Int64
+
+func (e *Engine) runBatch(ops []*op) {
+	InstrBatches.Add(1)
+	InstrOps.Add(int64(len(ops)))
+	t0 := time.Now()
+	defer func() { _ = t0 }()
+	ctx := context.Background()
+	errs := make([]error, len(ops))
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		e.log.Error("tasks: begin failed", "err", err)
+		for _, o := range ops {
+			o.done <- err
+		}
+		return
+	}
+	InstrBeginNS.Add(int64(time.Since(t0)))
+	t1 := time.Now()
+	b := &batch{e: e, tx: tx}
+	for i, o := range ops {
+		nAfter, nEvents, delta := len(b.after), len(b.events), b.delta
+		if err := tx.Savepoint(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := o.fn(b); err != nil {
+			e.log.Error("tasks: operation failed", "err", err)
+			errs[i] = err
+			b.after, b.events, b.delta = b.after[:nAfter], b.events[:nEvents], delta
+			if rerr := tx.RollbackTo(); rerr != nil {
+				e.log.Error("tasks: rollback to savepoint failed", "err", rerr)
+			}
+			continue
+		}
+		if err := tx.Release(); err != nil {
+			errs[i] = err
+		}
+	}
+	InstrOpNS.Add(int64(time.Since(t1)))
+	t2 := time.Now()
+	cerr := tx.Commit()
+	InstrCommitNS.Add(int64(time.Since(t2)))
+	if err := cerr; err != nil {
+		e.log.Error("tasks: commit failed", "err", err)
+		tx.Rollback()
+		for _, o := range ops {
+			o.done <- fmt.Errorf("tasks: commit: %w", err)
+		}
+		return
+	}
+	e.active += b.delta
+	for _, f := range b.after {
+		f()
+	}
+	e.enqueueEvents(b.events)
+	for i, o := range ops {
+		o.done <- errs[i]
+	}
+}
+
+func (e *Engine) enqueueEvents(evs []Event) {
+	if len(evs) == 0 || e.cfg.Notifier == nil {
+		return
+	}
+	e.nmu.Lock()
+	e.nqueue = append(e.nqueue, evs...)
+	e.nmu.Unlock()
+	select {
+	case e.nsig <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) notifyLoop() {
+	defer e.notifWG.Done()
+	for {
+		e.nmu.Lock()
+		evs := e.nqueue
+		e.nqueue = nil
+		closed := e.nclosed
+		e.nmu.Unlock()
+		for _, ev := range evs {
+			e.cfg.Notifier.Notify(ev)
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		<-e.nsig
+	}
+}
+
+func (e *Engine) stopNotifier() {
+	e.nmu.Lock()
+	e.nclosed = true
+	e.nmu.Unlock()
+	select {
+	case e.nsig <- struct{}{}:
+	default:
+	}
+	e.notifWG.Wait()
+}
+
+// armDeadline schedules the deadline settlement of a task.
+func (e *Engine) armDeadline(id, deadline string, at time.Time) {
+	d := at.Sub(e.clock.Now())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing.Load() {
+		return
+	}
+	if old, ok := e.deadlines[id]; ok {
+		old.Stop()
+	}
+	e.deadlines[id] = e.clock.AfterFunc(max(d, 0), func() {
+		e.submit(func(b *batch) error { return b.deadlineFired(id) })
+	})
+}
+
+func (e *Engine) disarmDeadline(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t, ok := e.deadlines[id]; ok {
+		t.Stop()
+		delete(e.deadlines, id)
+	}
+}
+
+// purgeNow deletes expired tasks and schedules the next purge.
+func (e *Engine) purgeNow() {
+	e.submit(func(b *batch) error {
+		n, err := b.tx.Purge(b.now())
+		if err == nil && n > 0 {
+			b.onCommit(func() { e.log.Debug("tasks: purged expired tasks", "count", n) })
+		}
+		return err
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing.Load() {
+		return
+	}
+	e.purgeTimer = e.clock.AfterFunc(e.cfg.PurgeInterval, e.purgeNow)
+}
+
+// PurgeExpired deletes, now, every terminal task past its retention and
+// replay window, with its events and input records.
+func (e *Engine) PurgeExpired(ctx context.Context) (int64, error) {
+	var n int64
+	err := e.do(func(b *batch) error {
+		var err error
+		n, err = b.tx.Purge(b.now())
+		return err
+	})
+	return n, err
+}

@@ -1,0 +1,269 @@
+// Package taskxmpp is the XMPP wire of urn:xmpp:agent-task:0: it parses
+// invoke, provide-input, cancel, task-state-request and task-result-request
+// per the protocol's XML Schema, hands them to the task engine, renders the
+// replies, and sends lifecycle events as messages.
+package taskxmpp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/internal/xmpptime"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+// Engine is what the wire needs from the task engine.
+type Engine interface {
+	Admit(ctx context.Context, inv tasks.Invocation) (tasks.Accepted, error)
+	ProvideInput(ctx context.Context, in tasks.InputSubmission) (string, int64, error)
+	Cancel(ctx context.Context, c tasks.CancelRequest) (string, int64, error)
+	State(ctx context.Context, caller, endpoint, taskID string) (*tasks.Snapshot, error)
+	Result(ctx context.Context, caller, endpoint, taskID string) (*tasks.TerminalResult, error)
+}
+
+// Limiter rate-limits requesters; nil allows everything.
+type Limiter interface {
+	Allow(requester string, op string) bool
+}
+
+// Operation names for the limiter.
+const (
+	OpInvoke = "invoke"
+	OpInput  = "input"
+	OpState  = "state"
+)
+
+// Handlers serves the task IQs of every endpoint.
+type Handlers struct {
+	Engine  Engine
+	Limiter Limiter
+	Log     *slog.Logger
+}
+
+// Register installs the task IQ handlers. They are AccessExisting: task
+// operations authorize by the caller's bare JID alone and invocation by the
+// invocation policy, never by visibility.
+func (h *Handlers) Register(r *component.Router) {
+	if h.Log == nil {
+		h.Log = slog.Default()
+	}
+	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(h.invoke))
+	r.HandleEndpointIQ(ns.Task, "provide-input", component.AccessExisting, component.IQHandlerFunc(h.provideInput))
+	r.HandleEndpointIQ(ns.Task, "cancel", component.AccessExisting, component.IQHandlerFunc(h.cancel))
+	r.HandleEndpointIQ(ns.Task, "task-state-request", component.AccessExisting, component.IQHandlerFunc(h.state))
+	r.HandleEndpointIQ(ns.Task, "task-result-request", component.AccessExisting, component.IQHandlerFunc(h.result))
+}
+
+func (h *Handlers) allow(iq component.IQ, op string) error {
+	if h.Limiter != nil && !h.Limiter.Allow(iq.From.Bare().String(), op) {
+		return component.ErrResourceConstraint("rate limit reached; retry later")
+	}
+	return nil
+}
+
+func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if iq.Type != "set" {
+		return nil, component.ErrBadRequest("invoke must be an IQ set")
+	}
+	if err := h.allow(iq, OpInvoke); err != nil {
+		return nil, err
+	}
+	inv, err := ParseInvoke(iq.Payload)
+	if err != nil {
+		return nil, err
+	}
+	inv.Caller = iq.From.Bare().String()
+	inv.Route = iq.From.String()
+	inv.Endpoint = iq.To.Bare().String()
+	acc, err := h.Engine.Admit(ctx, inv)
+	if err != nil {
+		return nil, h.mapError(err, "invoke")
+	}
+	return AcceptedElement(acc), nil
+}
+
+func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if iq.Type != "set" {
+		return nil, component.ErrBadRequest("provide-input must be an IQ set")
+	}
+	if err := h.allow(iq, OpInput); err != nil {
+		return nil, err
+	}
+	in, err := ParseProvideInput(iq.Payload)
+	if err != nil {
+		return nil, err
+	}
+	in.Caller = iq.From.Bare().String()
+	in.Endpoint = iq.To.Bare().String()
+	taskID, rev, err := h.Engine.ProvideInput(ctx, in)
+	if err != nil {
+		return nil, h.mapError(err, "provide-input")
+	}
+	return xmltree.New(ns.Task, "input-accepted", "task-id", taskID, "revision", strconv.FormatInt(rev, 10)), nil
+}
+
+func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if iq.Type != "set" {
+		return nil, component.ErrBadRequest("cancel must be an IQ set")
+	}
+	if err := h.allow(iq, OpInput); err != nil {
+		return nil, err
+	}
+	c, err := ParseCancel(iq.Payload)
+	if err != nil {
+		return nil, err
+	}
+	c.Caller = iq.From.Bare().String()
+	c.Endpoint = iq.To.Bare().String()
+	taskID, rev, err := h.Engine.Cancel(ctx, c)
+	if err != nil {
+		return nil, h.mapError(err, "cancel")
+	}
+	return xmltree.New(ns.Task, "cancel-accepted", "task-id", taskID, "revision", strconv.FormatInt(rev, 10)), nil
+}
+
+func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if iq.Type != "get" {
+		return nil, component.ErrBadRequest("task-state-request must be an IQ get")
+	}
+	if err := h.allow(iq, OpState); err != nil {
+		return nil, err
+	}
+	taskID, err := parseTaskID(iq.Payload)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := h.Engine.State(ctx, iq.From.Bare().String(), iq.To.Bare().String(), taskID)
+	if err != nil {
+		return nil, h.mapError(err, "task-state-request")
+	}
+	return StateElement(snap), nil
+}
+
+func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if iq.Type != "get" {
+		return nil, component.ErrBadRequest("task-result-request must be an IQ get")
+	}
+	if err := h.allow(iq, OpState); err != nil {
+		return nil, err
+	}
+	taskID, err := parseTaskID(iq.Payload)
+	if err != nil {
+		return nil, err
+	}
+	res, err := h.Engine.Result(ctx, iq.From.Bare().String(), iq.To.Bare().String(), taskID)
+	if err != nil {
+		return nil, h.mapError(err, "task-result-request")
+	}
+	return xmltree.New(ns.Task, "task-result",
+		"task-id", taskID,
+		"state", string(res.State),
+		"revision", strconv.FormatInt(res.Revision, 10),
+		"media-type", ns.MediaJSON).WithText(string(res.Payload)), nil
+}
+
+// mapError turns engine errors into the spec's stanza errors. The text is
+// fixed per condition: nothing the caller sent is reflected.
+func (h *Handlers) mapError(err error, op string) error {
+	var se *component.StanzaError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.Is(err, tasks.ErrNotFound):
+		return component.ErrItemNotFound()
+	case errors.Is(err, tasks.ErrBadRequest):
+		return component.ErrBadRequest("malformed request")
+	case errors.Is(err, tasks.ErrConflict):
+		return component.ErrConflict(conflictText(op))
+	case errors.Is(err, tasks.ErrNotAcceptable):
+		return component.ErrNotAcceptable(notAcceptableText(err))
+	case errors.Is(err, tasks.ErrResourceConstraint):
+		return component.ErrResourceConstraint("capacity or size limit reached")
+	case errors.Is(err, tasks.ErrUnexpectedRequest):
+		return component.ErrUnexpectedRequest("the task is not terminal yet")
+	case errors.Is(err, tasks.ErrServiceUnavailable):
+		return component.ErrServiceUnavailable()
+	}
+	h.Log.Error("task operation failed", "op", op, "err", err)
+	return component.ErrInternal()
+}
+
+func conflictText(op string) string {
+	switch op {
+	case "invoke":
+		return "the request conflicts with the pinned manifest or an earlier request with the same request-id"
+	case "provide-input":
+		return "the input request is stale, expired, already answered or superseded"
+	case "cancel":
+		return "the task is already settled or the cancellation conflicts with an earlier one"
+	}
+	return "conflict"
+}
+
+// notAcceptableText returns the engine's safe reason when it offers one.
+func notAcceptableText(err error) string {
+	var r interface{ SafeReason() string }
+	if errors.As(err, &r) {
+		return r.SafeReason()
+	}
+	return "the request was not acceptable"
+}
+
+func parseTaskID(p *xmltree.Element) (string, error) {
+	id := p.AttrValue("task-id")
+	if !ids.Valid(id) {
+		return "", component.ErrBadRequest("task-id is missing or not a valid identifier")
+	}
+	return id, nil
+}
+
+// AcceptedElement renders <accepted/>.
+func AcceptedElement(a tasks.Accepted) *xmltree.Element {
+	return xmltree.New(ns.Task, "accepted",
+		"created", xmpptime.Format(a.Created),
+		"request-id", a.RequestID,
+		"retain-until", xmpptime.Format(a.RetainUntil),
+		"revision", strconv.FormatInt(a.Revision, 10),
+		"task-id", a.TaskID)
+}
+
+// StateElement renders <task-state/>.
+func StateElement(s *tasks.Snapshot) *xmltree.Element {
+	el := xmltree.New(ns.Task, "task-state",
+		"api-version", s.APIVersion,
+		"created", xmpptime.Format(s.Created),
+		"endpoint", s.Endpoint,
+		"result-available", strconv.FormatBool(s.ResultAvailable),
+		"retain-until", xmpptime.Format(s.RetainUntil),
+		"revision", strconv.FormatInt(s.Revision, 10),
+		"state", string(s.State),
+		"task-id", s.TaskID,
+		"updated", xmpptime.Format(s.Updated))
+	if s.Deadline != "" {
+		el.SetAttr("deadline", s.Deadline)
+	}
+	el.Add(xmltree.New(ns.Task, "manifest-hash").Add(HashElement(s.ManifestHash)))
+	if len(s.PendingInput) > 0 {
+		el.Add(xmltree.New(ns.Task, "pending-input", "media-type", ns.MediaJSON).WithText(string(s.PendingInput)))
+	}
+	return el
+}
+
+// HashElement renders an XEP-0300 sha-256 hash.
+func HashElement(b64 string) *xmltree.Element {
+	return xmltree.New(ns.Hashes, "hash", "algo", ns.HashAlgo).WithText(b64)
+}
+
+// EndpointJID parses a bare JID string known to be valid.
+func endpointJID(s string) jid.JID {
+	j, _ := jid.Parse(s)
+	return j
+}

@@ -1,0 +1,212 @@
+package tasks
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/xmpptime"
+	"github.com/agentgw/agentgw/tasks/taskdb"
+)
+
+// Source states of the normative transitions.
+var (
+	nonTerminal   = []string{taskdb.Accepted, taskdb.Running, taskdb.InputRequired, taskdb.Cancelling}
+	fromRunning   = []string{taskdb.Running}
+	fromInput     = []string{taskdb.InputRequired}
+	fromCancellab = []string{taskdb.Accepted, taskdb.Running, taskdb.InputRequired}
+)
+
+func terminal(state string) bool { return State(state).Terminal() }
+
+// commit is the guarded transition every state change and progress update
+// goes through: a compare-and-set on (id, revision, state in from) that
+// writes next at revision+1 and appends exactly one event at that revision,
+// in the current transaction. The task is updated in place.
+func (b *batch) commit(t *taskdb.Task, from []string, typ string, payload []byte, mutate func(n *taskdb.Task)) error {
+	now := b.now()
+	next := *t
+	mutate(&next)
+	next.Revision = t.Revision + 1
+	next.Updated = now
+	ok, err := b.tx.UpdateTask(&next, t.Revision, from...)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// The committer is the only writer, so a failed guard is a bug or
+		// a concurrent process on the same file.
+		return fmt.Errorf("tasks: guard failed for a transition to %s", next.State)
+	}
+	ev := taskdb.Event{TaskID: t.ID, Revision: next.Revision, EventID: ids.New("evt-"), Type: typ, Payload: payload, Created: now}
+	if err := b.tx.AppendEvent(&ev); err != nil {
+		return err
+	}
+	b.events = append(b.events, Event{
+		TaskID: t.ID, EventID: ev.EventID, Endpoint: t.Endpoint, Caller: t.Caller, Route: t.Route,
+		Revision: ev.Revision, Type: typ, Payload: payload,
+	})
+	*t = next
+	return nil
+}
+
+// settle commits a terminal state with its payload, supersedes a pending
+// input request and releases the task's in-memory resources after commit.
+func (b *batch) settle(t *taskdb.Task, state State, typ string, payload []byte) error {
+	if t.InputRequest != "" {
+		if _, err := b.tx.SetInputStatus(t.ID, t.InputRequest, taskdb.InputSuperseded, nil, 0); err != nil {
+			return err
+		}
+	}
+	now := b.now()
+	err := b.commit(t, nonTerminal, typ, payload, func(n *taskdb.Task) {
+		n.State = string(state)
+		n.Result = payload
+		n.InputRequest = ""
+		// The replay record outlives the task's lifetime as well as the
+		// replay window and the promised retention.
+		if now.After(n.PurgeAfter) {
+			n.PurgeAfter = now
+		}
+	})
+	if err != nil {
+		return err
+	}
+	b.delta--
+	id := t.ID
+	b.onCommit(func() { b.e.finished(id, state) })
+	return nil
+}
+
+func (b *batch) fail(t *taskdb.Task, f Failure) error {
+	payload, err := b.e.lifecycle.build(EventFailed, failedValue(f))
+	if err != nil {
+		return err
+	}
+	return b.settle(t, StateFailed, EventFailed, payload)
+}
+
+// deadlineReached reports whether t is non-terminal and its deadline is
+// reached at this commit boundary, compared exactly.
+func (b *batch) deadlineReached(t *taskdb.Task) bool {
+	if t.Deadline == "" || terminal(t.State) {
+		return false
+	}
+	dl, err := xmpptime.Parse(t.Deadline)
+	if err != nil {
+		// Stored by the engine itself; unparsable means corrupt, and a
+		// deadline that cannot be read must not run forever.
+		return true
+	}
+	return dl.ReachedBy(b.now())
+}
+
+// expireIfDue settles t failed deadline-expired, instead of any attempted
+// mutation, when its deadline has been reached. It reports whether it did.
+func (b *batch) expireIfDue(t *taskdb.Task) (bool, error) {
+	if !b.deadlineReached(t) {
+		return false, nil
+	}
+	return true, b.fail(t, Failure{Code: CodeDeadlineExpired, Message: "The task deadline passed before a result."})
+}
+
+// load reads a task inside the transaction.
+func (b *batch) load(id string) (*taskdb.Task, error) { return b.tx.Task(id) }
+
+// dispatch starts an accepted task: accepted -> running (status event), then
+// the executor runs after commit. A deadline reached first, a missing
+// backend, or a cancellation accepted before dispatch settle the task
+// instead; the backend is then never called.
+func (b *batch) dispatch(id string) error {
+	t, err := b.load(id)
+	if err != nil || t == nil || terminal(t.State) {
+		return err
+	}
+	if done, err := b.expireIfDue(t); done || err != nil {
+		return err
+	}
+	if t.State == taskdb.Cancelling && !t.Dispatched {
+		payload, err := b.e.lifecycle.build(EventCancelled, cancelledValue(""))
+		if err != nil {
+			return err
+		}
+		return b.settle(t, StateCancelled, EventCancelled, payload)
+	}
+	if t.State != taskdb.Accepted {
+		return nil
+	}
+	backend, ok := b.e.cfg.Backends(t.Endpoint)
+	if !ok || backend == nil {
+		return b.fail(t, Failure{Code: CodeBackendUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
+	}
+	m, ok := b.e.cfg.Directory.Manifest(t.Endpoint, t.APIVersion)
+	var tool *toolInfo
+	if ok {
+		if tl, ok := m.Tool(t.Tool); ok {
+			tool = &toolInfo{outputSchema: tl.OutputSchema}
+		}
+	}
+	if tool == nil {
+		return b.fail(t, Failure{Code: CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
+	}
+	payload, err := statusPayload(b.e.lifecycle, StateRunning, b.now())
+	if err != nil {
+		return err
+	}
+	if err := b.commit(t, []string{taskdb.Accepted}, EventStatus, payload, func(n *taskdb.Task) {
+		n.State = taskdb.Running
+		n.Dispatched = true
+	}); err != nil {
+		return err
+	}
+	call := Call{
+		TaskID: t.ID, Caller: t.Caller, Endpoint: t.Endpoint, Tool: t.Tool, Version: t.APIVersion,
+		ManifestHash: t.ManifestHash, Arguments: append([]byte(nil), t.Arguments...),
+	}
+	if t.Deadline != "" {
+		call.Deadline = t.DeadlineAt
+	}
+	b.onCommit(func() { b.e.launch(call, backend, tool) })
+	return nil
+}
+
+// interrupt settles a dispatched task whose backend call cannot be resumed.
+func (b *batch) interrupt(id string) error {
+	t, err := b.load(id)
+	if err != nil || t == nil || terminal(t.State) {
+		return err
+	}
+	if done, err := b.expireIfDue(t); done || err != nil {
+		return err
+	}
+	if !t.Dispatched {
+		if t.State == taskdb.Cancelling {
+			return b.dispatch(id)
+		}
+		return nil // accepted: dispatched by the next Start
+	}
+	return b.fail(t, Failure{Code: CodeInterrupted, Message: "The gateway restarted while the task was running.", Retryable: true})
+}
+
+// deadlineFired is the deadline timer's settlement. The timer fires at the
+// nanosecond the deadline truncates to; a deadline with digits below the
+// nanosecond is re-armed until it is exactly reached.
+func (b *batch) deadlineFired(id string) error {
+	t, err := b.load(id)
+	if err != nil || t == nil || terminal(t.State) {
+		return err
+	}
+	if done, err := b.expireIfDue(t); done || err != nil {
+		return err
+	}
+	dl, at := t.Deadline, t.DeadlineAt
+	b.onCommit(func() { b.e.armDeadline(id, dl, at.Add(time.Nanosecond)) })
+	return nil
+}
+
+// Failure codes of the engine besides those in api.go.
+const (
+	CodeManifestUnavailable = "agentgw:manifest-unavailable"
+	CodeResultTooLarge      = "agentgw:result-too-large"
+	CodeExecutorReturned    = "agentgw:no-result"
+)

@@ -1,0 +1,583 @@
+package connectorbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+// TestDiscoveryToManifest: Card + Skill + health + hello + channel.open
+// give a tool-less manifest; after form authentication the tools appear,
+// with the reserved channel argument removed and the Card facts carried.
+func TestDiscoveryToManifest(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	v := e.waitTools(0)
+	if v.Agent.JID != e.endpoint || v.Agent.Name != "im.refconnector" || v.Agent.Title != "Reference Connector" || v.Agent.Vendor != "agentgw" {
+		t.Errorf("agent = %+v", v.Agent)
+	}
+	if !strings.Contains(v.Agent.Description, "Connector Skill connector-im-refconnector") || !strings.Contains(v.Agent.Description, "slow_count") {
+		t.Errorf("skill not in description: %q", v.Agent.Description)
+	}
+	if v.Implementation.Name != "Reference Connector" || v.Implementation.Version != "1.0.0" {
+		t.Errorf("implementation = %+v", v.Implementation)
+	}
+	if !e.avail.get(e.endpoint) {
+		t.Error("agent not marked available")
+	}
+	h := e.srv.Hellos()
+	if len(h) != 1 || h[0].ConnectorID != "" || h[0].ProtocolVersion != "3.0" || h[0].ConnectorCardID != "im.refconnector" || len(h[0].SupportedProfiles) == 0 {
+		t.Errorf("hello = %+v", h)
+	}
+	if opens := e.srv.ChannelOpens(); len(opens) != 1 || opens[0] != "" {
+		t.Errorf("first channel.open must have an empty id: %q", opens)
+	}
+	firstVersion := v.Agent.Version
+
+	out := e.authForm()
+	if strings.Contains(out, e.formToken) {
+		t.Error("auth output echoes the form secret")
+	}
+	v = e.waitTools(4)
+	if got := strings.Join(v.toolNames(), ","); got != "echo,slow_count,always_fail,leak_key" {
+		t.Errorf("tools = %s", got)
+	}
+	if v.Agent.Version == firstVersion {
+		t.Error("tools appeared without a new version")
+	}
+	echo := v.Tools[0]
+	if echo.Title != "Echo" || echo.Description != "Returns the text it was given." {
+		t.Errorf("echo = %+v", echo)
+	}
+	if _, ok := echo.InputSchema["properties"]; !ok || strings.Contains(string(echo.InputSchema["properties"]), "connector_channel_id") ||
+		string(echo.InputSchema["required"]) != `["text"]` {
+		t.Errorf("echo inputSchema = %s / %s", echo.InputSchema["properties"], echo.InputSchema["required"])
+	}
+	if !strings.Contains(string(echo.OutputSchema), `"channel_matches"`) {
+		t.Errorf("outputSchema not carried: %s", echo.OutputSchema)
+	}
+	var meta toolMeta
+	json.Unmarshal(echo.Meta[MetaKey], &meta)
+	if meta.ConnectorCardID != "im.refconnector" || meta.Profile != "xagent.im.v2" || len(meta.RelatedSkillIDs) != 1 || meta.SkillName != "connector-im-refconnector" {
+		t.Errorf("meta = %+v", meta)
+	}
+	if ver, _, tools := b.Published(); ver != v.Agent.Version || len(tools) != 4 {
+		t.Errorf("Published() = %s %v", ver, tools)
+	}
+	if err := b.Health(context.Background()); err != nil {
+		t.Errorf("Health: %v", err)
+	}
+}
+
+func TestEcho(t *testing.T) {
+	e := newEnv(t)
+	e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	r := e.call("echo", `{"text":"hello <world> & ünïcode","connector_channel_id":"spoofed"}`)
+	res, fail, _, _ := r.snapshot()
+	if fail != nil {
+		t.Fatalf("failed: %+v", fail)
+	}
+	var content []struct{ Type, Text string }
+	if err := json.Unmarshal(res.Content, &content); err != nil || len(content) != 1 || content[0].Type != "text" {
+		t.Fatalf("content = %s", res.Content)
+	}
+	var fromText, structured map[string]any
+	json.Unmarshal([]byte(content[0].Text), &fromText)
+	json.Unmarshal(res.StructuredContent, &structured)
+	if fromText["text"] != "hello <world> & ünïcode" || structured["text"] != "hello <world> & ünïcode" || structured["channel_matches"] != true {
+		t.Errorf("result text=%v structured=%v", fromText, structured)
+	}
+	inv := e.srv.Invocations()
+	if len(inv) != 1 {
+		t.Fatalf("invocations = %d", len(inv))
+	}
+	bound := e.b.Client().ChannelID()
+	if inv[0].ChannelID != bound || !inv[0].ChannelArgSet || inv[0].ToolCallID != inv[0].RequestID || !strings.HasPrefix(inv[0].SessionID, "task-") {
+		t.Errorf("invocation = %+v (bound %s)", inv[0], bound)
+	}
+}
+
+func TestSlowToolProgress(t *testing.T) {
+	e := newEnv(t)
+	e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	r := e.call("slow_count", `{"steps":5,"delay_ms":20}`)
+	res, fail, _, prog := r.snapshot()
+	if fail != nil {
+		t.Fatalf("failed: %+v", fail)
+	}
+	if string(res.StructuredContent) != `{"count":5}` {
+		t.Errorf("result = %s", res.StructuredContent)
+	}
+	if len(prog) < 2 {
+		t.Fatalf("progress = %+v", prog)
+	}
+	last := -1.0
+	for _, p := range prog {
+		if p.Percent == nil || *p.Percent <= last || p.Stage != "running" || !strings.HasPrefix(p.Message, "step ") {
+			t.Fatalf("progress not rising: %+v", prog)
+		}
+		last = *p.Percent
+	}
+	if last != 100 {
+		t.Errorf("last progress %v", last)
+	}
+}
+
+func TestFailingTool(t *testing.T) {
+	e := newEnv(t)
+	e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	_, fail, _, _ := e.call("always_fail", `{}`).snapshot()
+	if fail == nil || fail.Code != "xagent:target_rejected" || fail.Retryable {
+		t.Fatalf("failure = %+v", fail)
+	}
+	if strings.Contains(fail.Message, "rejected the request") {
+		t.Error("the connector's free-text message is reflected")
+	}
+}
+
+// TestFormAuthBindsChannel: tools stay hidden and calls fail until the form
+// flow succeeds; a wrong secret binds nothing; the binding survives a
+// gateway restart and the channel is reopened by its persisted id.
+func TestFormAuthBindsChannel(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.waitTools(0)
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+		t.Fatalf("call before auth: %+v", fail)
+	}
+	if err := b.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "not authenticated") {
+		t.Errorf("Health before auth: %v", err)
+	}
+
+	c := e.client()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.Auth(ctx, "token_form", map[string]string{"account": "alice", "token": "wrong-" + e.formToken}, &out)
+	if err == nil || !strings.Contains(err.Error(), "failed") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if err := c.Auth(ctx, "token_form", map[string]string{"account": "alice"}, &out); err == nil || !strings.Contains(err.Error(), "needs field token") {
+		t.Errorf("missing field: %v", err)
+	}
+	if err := c.Auth(ctx, "token_form", map[string]string{"account": "a", "token": "t", "extra": "x"}, &out); err == nil || !strings.Contains(err.Error(), "no field named extra") {
+		t.Errorf("unknown field: %v", err)
+	}
+	if err := c.Auth(ctx, "", nil, &out); err == nil || !strings.Contains(err.Error(), "token_form, qr_login") {
+		t.Errorf("ambiguous flow: %v", err)
+	}
+	c.Close()
+	var n int
+	e.db.Read.QueryRow(`SELECT count(*) FROM connector_bindings WHERE auth_state = 'authenticated'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("failed auth created a binding")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if len(e.pub.lastView(t).Tools) != 0 {
+		t.Fatal("tools appeared before authentication")
+	}
+
+	e.authForm()
+	e.waitTools(4)
+	var chID, auth, connID string
+	if err := e.db.Read.QueryRow(`SELECT connector_channel_id, auth_state, connector_id FROM connector_bindings
+		WHERE endpoint = ? AND connector_card_id = 'im.refconnector'`, e.endpoint).Scan(&chID, &auth, &connID); err != nil {
+		t.Fatal(err)
+	}
+	if auth != "authenticated" || chID == "" || connID == "" {
+		t.Fatalf("binding = %s %s %s", chID, auth, connID)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == chID }, "the gateway to switch to the bound channel")
+	if _, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot(); fail != nil {
+		t.Fatalf("call after auth: %+v", fail)
+	}
+
+	// The temporary channel was closed when the gateway moved to the bound
+	// one; shutdown closes the bound one.
+	temp := e.srv.ChannelOpens()[0]
+	b.Close()
+	closes := strings.Join(e.srv.ChannelCloses(), ",")
+	if !strings.Contains(closes, chID) || !strings.Contains(closes, temp) {
+		t.Errorf("channel.close sent for %s; want the temporary channel and %s", closes, chID)
+	}
+
+	// Restart the gateway: hello with the persisted connector_id, channel.open
+	// with the persisted channel id, tools come back without re-auth.
+	before := len(e.srv.Hellos())
+	e.pub.reset()
+	b2 := e.start(nil)
+	e.waitTools(4)
+	h := e.srv.Hellos()[before]
+	if h.ConnectorID != connID {
+		t.Errorf("hello after restart carried %q, want the persisted %q", h.ConnectorID, connID)
+	}
+	opens := e.srv.ChannelOpens()
+	if opens[len(opens)-1] != chID {
+		t.Errorf("reopened %q, want %q", opens[len(opens)-1], chID)
+	}
+	if b2.Client().ChannelID() != chID {
+		t.Error("restarted gateway is on another channel")
+	}
+}
+
+func TestQRAuthAndCancel(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.waitTools(0)
+
+	// Cancelled while polling: auth.cancel goes out, nothing is bound.
+	c := e.client()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	err := c.Auth(ctx, "qr_login", nil, &out)
+	cancel()
+	c.Close()
+	if err == nil || !strings.Contains(out.String(), "Authentication cancelled (canceled)") {
+		t.Fatalf("cancel: %v\n%s", err, out.String())
+	}
+
+	c = e.client()
+	defer c.Close()
+	out.Reset()
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Auth(ctx, "qr_login", map[string]string{"x": "y"}, &out); err == nil {
+		t.Error("qr flow accepted fields")
+	}
+	if err := c.Auth(ctx, "qr_login", nil, &out); err != nil {
+		t.Fatalf("qr: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"Status: pending", "refconnector://login/", "Status: qr_refresh_required", "Status: scanned", "Authenticated as Reference IM qr***"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Count(s, "Scan this QR code") != 2 {
+		t.Errorf("the refreshed QR code was not shown again:\n%s", s)
+	}
+	if !strings.Contains(s, "█") && !strings.Contains(s, "▀") {
+		t.Errorf("no terminal QR rendering:\n%s", s)
+	}
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "the gateway to see the authenticated channel")
+
+	// Logout withdraws the tools and keeps the binding.
+	out.Reset()
+	if err := c.Logout(ctx, &out); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	e.waitTools(0)
+	var chID, auth string
+	e.db.Read.QueryRow(`SELECT connector_channel_id, auth_state FROM connector_bindings`).Scan(&chID, &auth)
+	if chID == "" || auth != "unauthenticated" {
+		t.Errorf("binding after logout = %q %q", chID, auth)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == "" }, "the route of the signed-out channel to be removed")
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	if fail == nil || fail.Message != "the connector channel is not authenticated" {
+		t.Errorf("call after logout: %+v", fail)
+	}
+	// Signing in again on the kept channel brings the tools back.
+	out.Reset()
+	if err := c.Auth(ctx, "token_form", map[string]string{"account": "bob", "token": e.formToken}, &out); err != nil {
+		t.Fatalf("re-auth: %v", err)
+	}
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == chID }, "the same channel to be reopened")
+}
+
+// TestRestartMidCall: the connector restarts during a slow call; the call
+// fails backend-unavailable, is never re-sent, and the channel comes back.
+func TestRestartMidCall(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	bound := b.Client().ChannelID()
+	connID := b.Client().ConnectorID()
+
+	r := newRun()
+	go b.Execute(context.Background(), tasks.Call{TaskID: "task-restart-0000000000", Tool: "slow_count",
+		Arguments: json.RawMessage(`{"steps":100,"delay_ms":30}`)}, r)
+	<-r.progress1
+	if err := e.srv.Restart(100 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("call not settled after the restart")
+	}
+	_, fail, _, _ := r.snapshot()
+	if fail == nil || fail.Code != tasks.CodeBackendUnavailable || !fail.Retryable {
+		t.Fatalf("failure = %+v", fail)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() }, "the channel to come back")
+	if b.Client().ConnectorID() != connID {
+		t.Error("connector_id not kept across the reconnect (within the lease)")
+	}
+	if _, fail, _, _ := e.call("echo", `{"text":"back"}`).snapshot(); fail != nil {
+		t.Fatalf("call after restart: %+v", fail)
+	}
+	slow := 0
+	for _, inv := range e.srv.Invocations() {
+		if inv.ToolID == "slow_count" {
+			slow++
+		}
+	}
+	if slow != 1 {
+		t.Errorf("slow_count invoked %d times; tool.invoke must never be re-sent", slow)
+	}
+	if !strings.Contains(e.logs.String(), "data plane lost during a tool call") {
+		t.Error("no log line for the lost call")
+	}
+}
+
+func TestCancellationDiscardsLateAck(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	r := newRun()
+	done := make(chan struct{})
+	go func() {
+		b.Execute(context.Background(), tasks.Call{TaskID: "task-cancel-00000000000", Tool: "slow_count",
+			Arguments: json.RawMessage(`{"steps":5,"delay_ms":40}`)}, r)
+		close(done)
+	}()
+	<-r.progress1
+	close(r.cancel)
+	<-done
+	res, fail, reason, _ := r.snapshot()
+	if res != nil || fail != nil || reason == "" {
+		t.Fatalf("not settled cancelled: %v %v %q", res, fail, reason)
+	}
+	// The late ack arrives and is discarded; the link stays healthy.
+	time.Sleep(300 * time.Millisecond)
+	if _, fail, _, _ := e.call("echo", `{"text":"after"}`).snapshot(); fail != nil {
+		t.Fatalf("call after cancel: %+v", fail)
+	}
+}
+
+func TestToolBecomesUnavailable(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	v4 := e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	e.srv.SetToolStatus("echo", "unavailable", "granted")
+	v3 := e.waitTools(3)
+	if v3.Agent.Version == v4.Agent.Version || strings.Contains(strings.Join(v3.toolNames(), ","), "echo") {
+		t.Errorf("echo still projected: %v", v3.toolNames())
+	}
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	if fail == nil || fail.Code != "xagent:connector_channel_unavailable" {
+		t.Errorf("call to an unavailable tool: %+v", fail)
+	}
+	e.srv.SetToolStatus("slow_count", "available", "denied")
+	e.waitTools(2)
+	e.srv.SetToolStatus("echo", "available", "granted")
+	e.srv.SetToolStatus("slow_count", "available", "granted")
+	v := e.waitTools(4)
+	if v.Agent.Version != v4.Agent.Version {
+		t.Errorf("same state, different version: %s vs %s", v.Agent.Version, v4.Agent.Version)
+	}
+}
+
+func TestHealthStatesAndCardRefetch(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	v := e.waitTools(4)
+
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 503})
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOffline }, "offline after three failures")
+	logs := e.logs.String()
+	if !strings.Contains(logs, "connector health degraded") || !strings.Contains(logs, "connector offline") {
+		t.Errorf("no degraded/offline log lines")
+	}
+	if e.avail.get(e.endpoint) {
+		t.Error("offline agent still available")
+	}
+	_, fail, _, _ := func() (*tasks.ToolResult, *tasks.Failure, string, []tasks.Progress) {
+		o := b.o.ReadyWait
+		b.o.ReadyWait = 100 * time.Millisecond
+		defer func() { b.o.ReadyWait = o }()
+		return e.call("echo", `{"text":"x"}`).snapshot()
+	}()
+	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+		t.Errorf("call while offline: %+v", fail)
+	}
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOK && e.avail.get(e.endpoint) }, "recovery")
+
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 401})
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "authentication failure")
+	if !strings.Contains(e.logs.String(), "rejected the system API key") {
+		t.Error("no authentication-failure log line")
+	}
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOK && b.Client().ChannelID() != "" }, "recovery after 401")
+
+	// A connector upgrade: /health reports a new version, Card and Skill
+	// are refetched and a new version is published.
+	e.srv.SetConnectorVersion("1.1.0")
+	waitUntil(t, 5*time.Second, func() bool {
+		nv := e.pub.lastView(t)
+		return strings.HasPrefix(nv.Agent.Version, "1.1.0-") && len(nv.Tools) == 4
+	}, "a 1.1.0 manifest")
+	if e.pub.lastView(t).Agent.Version == v.Agent.Version {
+		t.Error("same version after an upgrade")
+	}
+	if !strings.Contains(e.logs.String(), "refetching the Card and Skill") {
+		t.Error("no refetch log line")
+	}
+}
+
+func TestWrongAPIKey(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(func(o *Options) { o.APIKey = "sk-wrong-key-000" })
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "unauthorized")
+	if e.avail.get(e.endpoint) {
+		t.Error("available with a rejected key")
+	}
+	err := b.Health(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "system API key rejected (HTTP 401)") {
+		t.Errorf("Health = %v", err)
+	}
+	c := e.client()
+	c.o.APIKey = "sk-wrong-key-000"
+	if err := c.Open(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("Open with a wrong key: %v", err)
+	}
+}
+
+func TestLeaseExpiryReplacesRuntime(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	oldConn, oldCh := b.Client().ConnectorID(), b.Client().ChannelID()
+	// The connector loses the runtime instance (lease expiry or rebuilt
+	// state): a new connector_id, the old channel is unknown.
+	e.srv.ForgetRuntimes()
+	waitUntil(t, 10*time.Second, func() bool {
+		id := b.Client().ConnectorID()
+		return id != "" && id != oldConn
+	}, "a new runtime instance")
+	e.waitTools(0)
+	if !strings.Contains(e.logs.String(), "issued a new connector_id") {
+		t.Error("no log line for the replaced runtime instance")
+	}
+	var chID, auth string
+	e.db.Read.QueryRow(`SELECT connector_channel_id, auth_state FROM connector_bindings`).Scan(&chID, &auth)
+	if chID == oldCh || chID == "" || auth != "unauthenticated" {
+		t.Errorf("binding not updated in place: %q %q (old %q)", chID, auth, oldCh)
+	}
+	// Re-authentication restores the tools on the new channel.
+	e.authForm()
+	e.waitTools(4)
+}
+
+func TestPingPongBothWays(t *testing.T) {
+	e := newEnv(t, func(so *connectortest.Options, _ *Options) { so.PingInterval = 30 * time.Millisecond })
+	b := e.start(func(o *Options) { o.PingInterval = 30 * time.Millisecond })
+	waitUntil(t, 5*time.Second, func() bool { return e.srv.Pongs() >= 3 }, "pongs to the connector's pings")
+	time.Sleep(200 * time.Millisecond)
+	if len(e.srv.Hellos()) != 1 || b.Client().ConnectorID() == "" {
+		t.Errorf("the data plane was not stable under pings: %d hellos", len(e.srv.Hellos()))
+	}
+	if strings.Contains(e.logs.String(), "did not answer ping") {
+		t.Error("ping timeouts")
+	}
+}
+
+func TestPathPrefixAndNoSkill(t *testing.T) {
+	e := newEnv(t, func(so *connectortest.Options, _ *Options) {
+		so.PathPrefix = "/deep/prefix"
+		so.NoSkill = true
+	})
+	e.start(nil)
+	v := e.waitTools(0)
+	if strings.Contains(v.Agent.Description, "Connector Skill") {
+		t.Error("a 404 skill was projected")
+	}
+	if !strings.Contains(e.srv.URL(), "/deep/prefix") {
+		t.Fatal("server not under a prefix")
+	}
+}
+
+func TestOneConnectionPerCard(t *testing.T) {
+	e := newEnv(t)
+	e.start(nil)
+	e.waitTools(0)
+	b2, err := New(e.backendOptions(func(o *Options) { o.Endpoint = "im2@agents.example.test" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = b2.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "one connection per connector_card_id") {
+		t.Fatalf("second agent for the same card: %v", err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{
+		{Endpoint: "a@b", BaseURL: "http://u:p@host"},
+		{Endpoint: "a@b", BaseURL: "http://host/?x"},
+		{BaseURL: "http://host"},
+		{Endpoint: "a@b", BaseURL: "http://host", APIKey: "a\nb"},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("accepted %+v", o)
+		}
+	}
+}
+
+func TestIncompatibleProtocolGoesOffline(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+	e.srv.SetProtocolVersion("2.0")
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthIncompatible }, "incompatible")
+	waitUntil(t, 5*time.Second, func() bool { return !e.avail.get(e.endpoint) && b.Client().ConnectorID() == "" }, "offline")
+	if !strings.Contains(e.logs.String(), "protocol_version 2.0 is below the admission floor 3.0") {
+		t.Error("no clear log line")
+	}
+	e.srv.SetProtocolVersion("3.0")
+	waitUntil(t, 10*time.Second, func() bool { return b.Client().Descriptor().Active() && e.avail.get(e.endpoint) }, "back online")
+}
+
+func TestErrorPacketFailsCall(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{ErrorPacketOnInvoke: "connection_not_authenticated"})
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	if fail == nil || fail.Code != "xagent:connection_not_authenticated" {
+		t.Fatalf("failure = %+v", fail)
+	}
+}

@@ -1,0 +1,134 @@
+package connectorbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// Packet is the data-plane envelope, xagent.connector.packet/v1 (§7).
+type Packet struct {
+	Schema             string          `json:"schema"`
+	PacketID           string          `json:"packet_id"`
+	RequestID          string          `json:"request_id,omitempty"`
+	ReplyTo            string          `json:"reply_to,omitempty"`
+	ConnectorChannelID string          `json:"connector_channel_id,omitempty"`
+	Type               string          `json:"type"`
+	Time               int64           `json:"time,omitempty"`
+	Payload            json.RawMessage `json:"payload,omitempty"`
+	Error              *PacketError    `json:"error,omitempty"`
+
+	// channelScoped makes an empty connector_channel_id explicit on the
+	// wire, as the first channel.open requires.
+	channelScoped bool
+}
+
+// PacketError is the envelope's error object.
+type PacketError struct {
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+// MarshalJSON writes connector_channel_id even when empty for user-level
+// packets.
+func (p Packet) MarshalJSON() ([]byte, error) {
+	type wire Packet
+	if p.channelScoped && p.ConnectorChannelID == "" {
+		return json.Marshal(struct {
+			wire
+			ConnectorChannelID string `json:"connector_channel_id"`
+		}{wire: wire(p)})
+	}
+	return json.Marshal(wire(p))
+}
+
+// Packet types the xAgent side sends or expects (§8).
+const (
+	typeHello             = "connector.hello"
+	typeHelloAck          = "connector.hello.ack"
+	typeChannelOpen       = "channel.open"
+	typeChannelClose      = "channel.close"
+	typeAuthStart         = "auth.start"
+	typeAuthStatus        = "auth.status"
+	typeAuthCancel        = "auth.cancel"
+	typeAuthLogout        = "auth.logout"
+	typeDescriptorGet     = "connection.descriptor.get"
+	typeDescriptorPush    = "connection.descriptor.push"
+	typeToolInvoke        = "tool.invoke"
+	typeToolProgress      = "tool.progress.push"
+	typePing              = "ping"
+	typePong              = "pong"
+	typeError             = "error"
+	typeMessagePush       = "message.push"
+	ackSuffix             = ".ack"
+	errInvalidPacket      = "invalid_packet"
+	errUnsupportedPacket  = "unsupported_packet"
+	errChannelUnavailable = "connector_channel_unavailable"
+)
+
+// pushNeedsChannel lists connector-initiated packets that route to a user
+// channel and so must carry connector_channel_id.
+func pushNeedsChannel(typ string) bool {
+	switch typ {
+	case typeDescriptorPush, typeToolProgress, typeMessagePush:
+		return true
+	}
+	return strings.HasPrefix(typ, "chat.")
+}
+
+// validType: lowercase dotted names, bounded.
+func validType(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// errEnvelope carries a fixed reason; it never quotes the packet.
+type errEnvelope string
+
+func (e errEnvelope) Error() string { return "invalid packet envelope: " + string(e) }
+
+// decodePacket parses one text message and validates the envelope (§7).
+func decodePacket(data []byte) (*Packet, error) {
+	var p Packet
+	if err := json.Unmarshal(data, &p); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, errMalformedJSON
+		}
+		return nil, errEnvelope("a member has the wrong JSON type")
+	}
+	switch {
+	case p.Schema != PacketSchema:
+		return nil, errEnvelope("schema is not " + PacketSchema)
+	case !validWireID(p.PacketID):
+		return nil, errEnvelope("packet_id is missing or malformed")
+	case !validType(p.Type):
+		return nil, errEnvelope("type is missing or malformed")
+	case p.RequestID != "" && !validWireID(p.RequestID):
+		return nil, errEnvelope("request_id is malformed")
+	case p.ReplyTo != "" && !validWireID(p.ReplyTo):
+		return nil, errEnvelope("reply_to is malformed")
+	case p.ConnectorChannelID != "" && !validWireID(p.ConnectorChannelID):
+		return nil, errEnvelope("connector_channel_id is malformed")
+	case (strings.HasSuffix(p.Type, ackSuffix) || p.Type == typePong || p.Type == typePing) && p.RequestID == "":
+		return nil, errEnvelope("a request or ack needs request_id")
+	case pushNeedsChannel(p.Type) && p.ConnectorChannelID == "":
+		return nil, errEnvelope("a user-level push needs connector_channel_id")
+	case p.Type == typeError && (p.Error == nil || p.Error.Code == ""):
+		return nil, errEnvelope("an error packet needs error.code")
+	}
+	if p.Error != nil && !validCode(p.Error.Code) {
+		p.Error.Code = "invalid_code"
+	}
+	return &p, nil
+}
+
+var errMalformedJSON = errors.New("malformed JSON")

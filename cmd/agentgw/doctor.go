@@ -43,10 +43,10 @@ handshake and an XEP-0199 ping round trip, the store (quick_check), and every
 agent's backend (static manifest, MCP initialize, connector Card and
 /health). Exits 1 when any check fails. Nothing is served.
 
-The handshake check opens a component session of its own: on Prosody and
-ejabberd it fails with "another component session is connected" while the
-gateway runs; on Openfire it joins the running gateway's sessions for a
-moment. Run doctor before starting the gateway.`
+The handshake check opens a component session of its own, so while the
+gateway is connected it fails with "another component session is connected"
+(Prosody, ejabberd and Openfire all refuse a second session). Run doctor
+before starting the gateway, or with it stopped.`
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("doctor", doctorSynopsis, stdout)

@@ -7,7 +7,6 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/connectorbridge"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/mcpbridge"
 )
 
@@ -57,16 +56,13 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
 		case a.Connector != nil:
-			key, err := config.ReadSecret(a.Connector.APIKeyEnv, g.cfg.Path(a.Connector.APIKeyFile))
+			o, err := connectorbridge.OptionsFromConfig(g.cfg, a)
 			if err != nil {
-				return fmt.Errorf("agent %s: connector API key: %w", ep, err)
+				return err
 			}
-			b, err := connectorbridge.New(connectorbridge.Options{
-				Endpoint: ep, BaseURL: a.Connector.BaseURL, APIKey: key,
-				Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version,
-				Store: g.DB, Publisher: publisher{g}, Availability: availability{g}, Logger: log,
-				Secrets: g.secrets,
-			})
+			o.Endpoint = ep
+			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = g.DB, publisher{g}, availability{g}, log, g.secrets
+			b, err := connectorbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)
 			}

@@ -190,6 +190,7 @@ func (c *Component) Run(ctx context.Context) error {
 	defer stopWorkers()
 
 	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
+	var conflictSince time.Time
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			c.reconnects.Add(1)
@@ -200,10 +201,21 @@ func (c *Component) Run(ctx context.Context) error {
 			return nil
 		}
 		var fe *FatalError
-		if errors.As(err, &fe) {
+		if errors.As(err, &fe) && fe.Condition == "conflict" && c.connects.Load() > 0 && time.Since(firstConflict(&conflictSince)) < c.cfg.ConflictGrace {
+			// After a network blip the server may still hold our previous
+			// session until it notices it is dead; a conflict on a
+			// reconnect is retried for a while before it counts as another
+			// gateway holding the domain.
+			c.log.Warn("component: the server still holds a session for the domain; retrying",
+				"domain", c.cfg.Domain.String(), "grace_left", c.cfg.ConflictGrace-time.Since(conflictSince))
+			err = fe
+		} else if errors.As(err, &fe) {
 			c.log.Error("component: the server refused the component; not retrying",
 				"domain", c.cfg.Domain.String(), "condition", fe.Condition, "fix", fe.Advice)
 			return fe
+		}
+		if up > 0 {
+			conflictSince = time.Time{}
 		}
 		if up >= c.cfg.StableAfter {
 			bo.reset()
@@ -611,4 +623,13 @@ func (c *Component) enqueueWait(ctx context.Context, el *xmltree.Element) {
 	case <-ctx.Done():
 		c.log.Debug("component: reply dropped at shutdown")
 	}
+}
+
+// firstConflict starts the conflict grace period on the first conflict of
+// a run of reconnect attempts.
+func firstConflict(since *time.Time) time.Time {
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	return *since
 }

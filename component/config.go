@@ -38,6 +38,10 @@ type Config struct {
 	MinBackoff  time.Duration // default 250ms
 	MaxBackoff  time.Duration // default 30s
 	StableAfter time.Duration // a connection up this long resets the backoff; default 60s
+	// ConflictGrace is how long a conflict on a reconnect (the server still
+	// holding the previous, dead session) is retried before it is fatal; a
+	// conflict on the very first connection is fatal at once. Default 10m.
+	ConflictGrace time.Duration
 
 	MaxStanzaBytes int // inbound stanza limit (xmltree MaxBytes); default 2<<20
 
@@ -58,6 +62,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MinBackoff, 250*time.Millisecond)
 	def(&c.MaxBackoff, 30*time.Second)
 	def(&c.StableAfter, 60*time.Second)
+	def(&c.ConflictGrace, 10*time.Minute)
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = c.MinBackoff
 	}

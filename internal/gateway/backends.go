@@ -30,6 +30,7 @@ func (p publisher) Publish(ctx context.Context, manifestJSON []byte) (string, st
 type availability struct{ g *Gateway }
 
 func (a availability) SetAvailable(endpoint string, up bool) {
+	a.g.Metrics.SetBackendUp(endpoint, up)
 	if a.g.Presence != nil {
 		a.g.Presence.SetAvailable(endpoint, up)
 	}

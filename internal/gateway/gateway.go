@@ -22,6 +22,7 @@ import (
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
+	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
@@ -55,6 +56,7 @@ type Gateway struct {
 	Router    *component.Router
 	Component *component.Component
 	Presence  *dirxmpp.Presence
+	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
 	starters []func(ctx context.Context) error
@@ -122,13 +124,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, err
 	}
 
-	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log}
+	g.Metrics = metrics.New()
+	starts := &startTimes{}
+	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
 	g.Engine, err = tasks.New(tasks.Config{
 		Store:          g.DB,
 		Directory:      g.Registry,
 		Policy:         g.Policy,
 		Backends:       g.backend,
-		Notifier:       notifier,
+		Notifier:       observedNotifier{next: notifier, m: g.Metrics, starts: starts},
 		Clock:          g.opts.Clock,
 		Log:            log,
 		ReplayWindow:   time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,
@@ -154,7 +158,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		Sender:        g.Component,
 		Log:           log,
 	})
-	(&taskxmpp.Handlers{Engine: g.Engine, Log: log}).Register(g.Router)
+	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
+	g.Metrics.SetTaskStateSource(g.taskCounts)
+	g.Metrics.SetStoreCheck(func(ctx context.Context) error { return g.DB.Write.PingContext(ctx) })
 	g.Router.SetLimiter(func(requester jid.JID, space, local string) bool {
 		return g.Limiter.Allow(requester.String(), opClass(space, local))
 	})
@@ -243,6 +249,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.Grants.Watch(ctx, 250*time.Millisecond, func(err error) { g.log.Warn("reloading trust grants failed", "err", err) })
 		return nil
 	})
+	goRun("metrics state", g.watchComponent)
+	if addr := g.cfg.Metrics.Listen; addr != "" {
+		goRun("metrics server", func(ctx context.Context) error { return g.Metrics.Serve(ctx, addr) })
+		g.log.Info("metrics listening", "addr", addr)
+	}
 	for _, s := range g.starters {
 		goRun("backend", s)
 	}

@@ -24,6 +24,9 @@ func xmpptimeParse(s string) (xmpptime.Instant, error) { return xmpptime.Parse(s
 type Notifier struct {
 	Sender component.Sender
 	Log    *slog.Logger
+	// OnSendError, when set, is told about every event that could not be
+	// queued.
+	OnSendError func()
 
 	mu   sync.Mutex
 	sent map[string]sentEvent // message id → event, for bounce fallback
@@ -61,6 +64,9 @@ func (n *Notifier) send(ev tasks.Event, to string, bare bool) {
 	n.track(ev, bare)
 	if err := n.Sender.Send(context.Background(), msg); err != nil {
 		// Delivery is best effort; the caller recovers through task-state.
+		if n.OnSendError != nil {
+			n.OnSendError()
+		}
 		n.log().Warn("event not queued", "task", ev.TaskID, "revision", ev.Revision, "err", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"mellium.im/xmpp/jid"
@@ -103,7 +104,7 @@ func promptInput(req agentclient.InputRequest, answers *stringList, r *bufio.Rea
 		return nil, fmt.Errorf("the input request's schema cannot be used: %w", err)
 	}
 	fmt.Fprintf(w, "input requested: %s\n", req.Question)
-	fmt.Fprintf(w, "  schema: %s\n", string(req.InputSchema))
+	fmt.Fprintf(w, "  answer with a JSON object: %s\n", describeSchema(req.InputSchema))
 	if req.ExpiresAt != "" {
 		fmt.Fprintf(w, "  answer before %s\n", req.ExpiresAt)
 	}
@@ -247,4 +248,56 @@ func (l *liveLine) done() {
 		fmt.Fprintln(l.w)
 		l.open = false
 	}
+}
+
+// describeSchema summarizes an object schema's fields for a prompt:
+// "name* (string), age (integer), ..." with * marking required fields.
+func describeSchema(raw json.RawMessage) string {
+	var s struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if json.Unmarshal(raw, &s) != nil || len(s.Properties) == 0 {
+		if len(raw) > 300 {
+			return string(raw[:300]) + "…"
+		}
+		return string(raw)
+	}
+	req := map[string]bool{}
+	for _, r := range s.Required {
+		req[r] = true
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if req[names[i]] != req[names[j]] {
+			return req[names[i]]
+		}
+		return names[i] < names[j]
+	})
+	var parts []string
+	for i, n := range names {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("… %d more", len(names)-i))
+			break
+		}
+		var p struct {
+			Type string `json:"type"`
+			Enum []any  `json:"enum"`
+		}
+		json.Unmarshal(s.Properties[n], &p)
+		mark := ""
+		if req[n] {
+			mark = "*"
+		}
+		desc := p.Type
+		if len(p.Enum) > 0 {
+			desc = fmt.Sprintf("one of %v", p.Enum)
+		}
+		parts = append(parts, fmt.Sprintf("%s%s (%s)", n, mark, desc))
+	}
+	return strings.Join(parts, ", ") + " — * required"
 }

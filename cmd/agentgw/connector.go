@@ -139,4 +139,3 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	return nil
 }
-

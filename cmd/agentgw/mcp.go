@@ -91,7 +91,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	level := slog.LevelInfo
+	level := slog.LevelWarn
 	if cf.verbose {
 		level = slog.LevelDebug
 	}

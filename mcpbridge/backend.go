@@ -1,0 +1,613 @@
+// Package mcpbridge implements MCP servers as agent backends: the gateway is
+// an MCP client that publishes a server's tools as an urn:xmpp:agent-api:0
+// manifest and runs tasks as tools/call requests.
+//
+// One Backend serves one [[agents]] entry with an [agents.mcp] table. It
+// spawns the stdio command (or connects to the streamable HTTP URL),
+// initializes, lists every tool page, publishes the manifest through a
+// Publisher, and keeps the server running: a server that exits or drops the
+// connection fails its in-flight tasks with agentgw:backend-unavailable
+// (retryable) and is restarted with capped exponential backoff, the
+// endpoint's availability following along. docs/mcp-bridge.md describes the
+// mapping and what it loses.
+package mcpbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+// Publisher registers a manifest in the directory and activates it. The
+// gateway implements it; it returns the registered version and hash.
+// Publishing identical content again must be harmless.
+type Publisher interface {
+	Publish(ctx context.Context, manifestJSON []byte) (version, hash string, err error)
+}
+
+// Availability is told when an endpoint's backend goes up or down, so its
+// presence can follow.
+type Availability interface {
+	SetAvailable(endpoint string, up bool)
+}
+
+// Options configure a Backend. Agent.MCP is required.
+type Options struct {
+	Agent           config.Agent
+	ComponentDomain string // when set, Agent.JID must be below it
+	// ConfigDir resolves relative headers_file paths and is the stdio
+	// command's working directory ("" keeps the gateway's).
+	ConfigDir    string
+	Publisher    Publisher    // nil: manifests are built but not published
+	Availability Availability // nil: not reported
+	Logger       *slog.Logger // nil: slog.Default()
+	// Secrets returns further values to redact (the component secret, other
+	// backends' keys). Header values and long [agents.mcp] env values are
+	// always redacted.
+	Secrets func() []string
+	// ClientVersion is sent as clientInfo.version ("dev" when empty).
+	ClientVersion string
+	// Restart backoff: doubled after each failure from MinBackoff up to
+	// MaxBackoff, with ±20% jitter. Defaults 1s and 60s.
+	MinBackoff, MaxBackoff time.Duration
+	// ConnectTimeout bounds one spawn-and-initialize (and the tool
+	// listing after it). Default 60s, which leaves npx time to install.
+	ConnectTimeout time.Duration
+	// HealthInterval is how often a live session is pinged; two failed
+	// pings in a row end it (and restart the server). Default 30s. It
+	// matters most for HTTP servers, whose death is otherwise noticed only
+	// by the next call.
+	HealthInterval time.Duration
+}
+
+// Failure codes of the bridge, besides tasks' own and "mcp:<code>" for a
+// JSON-RPC error from the server.
+const (
+	CodeUnsupportedSampling       = "agentgw:unsupported-sampling"
+	CodeUnsupportedRoots          = "agentgw:unsupported-roots"
+	CodeUnsupportedURLElicitation = "agentgw:unsupported-url-elicitation"
+	CodeUnattributedElicitation   = "agentgw:unattributed-elicitation"
+	CodeBackendError              = "agentgw:backend-error"
+)
+
+// sessionStable is how long a session must have lived for the next restart
+// to start again from MinBackoff.
+const sessionStable = 30 * time.Second
+
+// Backend bridges one MCP server. It implements tasks.Backend.
+type Backend struct {
+	o      Options
+	jid    string
+	local  string
+	log    *slog.Logger
+	red    *redactor
+	client *mcp.Client
+
+	mu            sync.Mutex
+	cur           *session
+	sessions      map[*mcp.ClientSession]*session
+	version, hash string
+	lastPublished []byte
+	losses        map[string]bool
+
+	running atomic.Bool
+
+	// observe, when set before Start (tests), sees every JSON-RPC frame.
+	observe func(out bool, frame []byte)
+}
+
+var _ tasks.Backend = (*Backend)(nil)
+
+// New checks the options and prepares the MCP client. Nothing is started.
+func New(o Options) (*Backend, error) {
+	m := o.Agent.MCP
+	if m == nil {
+		return nil, errors.New("mcpbridge: agent has no [agents.mcp] table")
+	}
+	if (len(m.Command) == 0) == (m.URL == "") {
+		return nil, errors.New("mcpbridge: [agents.mcp] needs exactly one of command or url")
+	}
+	if len(m.Command) > 0 && m.Command[0] == "" {
+		return nil, errors.New("mcpbridge: [agents.mcp] command is empty")
+	}
+	bare, local, err := bareJID(o.Agent.JID)
+	if err != nil {
+		return nil, fmt.Errorf("mcpbridge: %w", err)
+	}
+	if o.ComponentDomain != "" {
+		d, err := jid.Parse(o.ComponentDomain)
+		if err != nil || !strings.EqualFold(bare[strings.IndexByte(bare, '@')+1:], d.Domainpart()) {
+			return nil, errors.New("mcpbridge: agent jid is not below the component domain")
+		}
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = time.Second
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(60*time.Second, o.MinBackoff)
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 60 * time.Second
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 30 * time.Second
+	}
+	if o.ClientVersion == "" {
+		o.ClientVersion = "dev"
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Backend{
+		o:        o,
+		jid:      bare,
+		local:    local,
+		log:      log.With(slog.String("agent", bare)),
+		red:      &redactor{extra: o.Secrets},
+		sessions: map[*mcp.ClientSession]*session{},
+		losses:   map[string]bool{},
+	}
+	b.setSecrets(nil)
+	b.client = mcp.NewClient(&mcp.Implementation{Name: "agentgw", Version: o.ClientVersion}, &mcp.ClientOptions{
+		Logger: b.log.With(slog.String("component", "mcp-sdk")),
+		// No roots: the gateway has no workspace to offer. Setting the
+		// handler below makes the SDK add form elicitation.
+		Capabilities:                &mcp.ClientCapabilities{},
+		ElicitationHandler:          b.onElicit,
+		ProgressNotificationHandler: b.onProgress,
+		ToolListChangedHandler:      b.onToolsChanged,
+	})
+	b.client.AddReceivingMiddleware(b.declineUnsupported)
+	return b, nil
+}
+
+// Endpoint returns the normalized bare JID the backend serves.
+func (b *Backend) Endpoint() string { return b.jid }
+
+// Features implements tasks.Backend: MCP carries progress, cancellation
+// (notifications/cancelled) and input (form elicitation).
+func (b *Backend) Features() tasks.Features {
+	return tasks.Features{Progress: true, Cancel: true, Input: true}
+}
+
+// Current returns the version and hash last published ("" before the first).
+func (b *Backend) Current() (version, hash string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.version, b.hash
+}
+
+// SemanticLosses lists the losses observed at run time (a server asked for
+// sampling, roots or URL elicitation, or an elicitation could not be
+// attributed), sorted. The manifest carries only the losses known when it
+// was built; these are logged and reflected in the affected task's failure
+// code.
+func (b *Backend) SemanticLosses() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var l []string
+	for k := range b.losses {
+		l = append(l, k)
+	}
+	slices.Sort(l)
+	return l
+}
+
+func (b *Backend) recordLoss(st *callState, code string) {
+	b.mu.Lock()
+	first := !b.losses[code]
+	b.losses[code] = true
+	b.mu.Unlock()
+	if first {
+		b.log.Warn("MCP server used a feature the bridge does not carry", slog.String("loss", code))
+	}
+	if st != nil {
+		st.unsupported.CompareAndSwap(nil, &code)
+	}
+}
+
+// setSecrets installs the per-connection secrets plus the env values.
+func (b *Backend) setSecrets(headerValues []string) {
+	var s []string
+	for _, v := range headerValues {
+		if len(v) >= minHeaderSecret {
+			s = append(s, v)
+		}
+	}
+	for _, v := range b.o.Agent.MCP.Env {
+		if len(v) >= minEnvSecret {
+			s = append(s, v)
+		}
+	}
+	b.red.set(s)
+}
+
+// session is one connected MCP client session.
+type session struct {
+	cs          *mcp.ClientSession
+	tap         *tap
+	proc        *process // nil for HTTP
+	state       serverState
+	started     time.Time
+	done        chan struct{} // closed when the connection ended
+	listChanged chan struct{}
+
+	mu    sync.Mutex
+	calls map[string]*callState // by progress token
+}
+
+func (s *session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *session) add(st *callState) {
+	s.mu.Lock()
+	s.calls[st.token] = st
+	s.mu.Unlock()
+}
+
+func (s *session) remove(st *callState) {
+	s.mu.Lock()
+	delete(s.calls, st.token)
+	s.mu.Unlock()
+}
+
+func (s *session) call(token string) *callState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[token]
+}
+
+// soleCall returns the only call in flight, if exactly one is. Before MCP
+// 2026-07-28 a server request carries nothing tying it to the tools/call
+// that caused it, so only then can it be attributed.
+func (s *session) soleCall() *callState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.calls) != 1 {
+		return nil
+	}
+	for _, st := range s.calls {
+		return st
+	}
+	return nil
+}
+
+// abortCalls ends every call of a session whose connection is gone.
+func (s *session) abortCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.calls {
+		st.gone.Store(true)
+		st.cancel()
+	}
+}
+
+// close ends the session and waits for a stdio server to stop. Calls still
+// in flight are aborted first: the SDK's Close waits for them.
+func (s *session) close() {
+	s.abortCalls()
+	if s.proc != nil {
+		s.proc.stop()
+	}
+	done := make(chan struct{})
+	go func() { _ = s.cs.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+func (b *Backend) sessionOf(cs *mcp.ClientSession) *session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sessions[cs]
+}
+
+func (b *Backend) current() *session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cur
+}
+
+// connect spawns or dials the server and initializes a session.
+func (b *Backend) connect(ctx context.Context) (*session, error) {
+	tp := newTap()
+	tp.observe = b.observe
+	var (
+		t  mcp.Transport
+		st *stdioTransport
+	)
+	if len(b.o.Agent.MCP.Command) > 0 {
+		b.setSecrets(nil)
+		st = &stdioTransport{b: b, tap: tp}
+		t = st
+	} else {
+		var err error
+		if t, err = b.httpTransport(tp); err != nil {
+			return nil, err
+		}
+	}
+	initRaw := tp.expectMethod("initialize")
+	discRaw := tp.expectMethod("server/discover")
+	cctx, cancel := context.WithTimeout(ctx, b.o.ConnectTimeout)
+	defer cancel()
+	cs, err := b.client.Connect(cctx, t, nil)
+	tp.forgetMethod("initialize")
+	tp.forgetMethod("server/discover")
+	if err != nil {
+		if st != nil && st.proc != nil {
+			go st.proc.stop()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("MCP initialize failed: %s", b.red.safeText(err.Error(), 512))
+	}
+	s := &session{
+		cs:          cs,
+		tap:         tp,
+		started:     time.Now(),
+		done:        make(chan struct{}),
+		listChanged: make(chan struct{}, 1),
+		calls:       map[string]*callState{},
+	}
+	if st != nil {
+		s.proc = st.proc
+	}
+	ir := cs.InitializeResult()
+	s.state.info = ir.ServerInfo
+	s.state.protocolVersion = ir.ProtocolVersion
+	s.state.instructions = ir.Instructions != ""
+	raw := initRaw.get()
+	if raw == nil {
+		raw = discRaw.get()
+	}
+	var caps struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+	}
+	if raw != nil && json.Unmarshal(raw, &caps) == nil {
+		s.state.capabilities = caps.Capabilities
+	} else if ir.Capabilities != nil {
+		data, _ := json.Marshal(ir.Capabilities)
+		_ = json.Unmarshal(data, &s.state.capabilities)
+	}
+	b.mu.Lock()
+	b.sessions[cs] = s
+	b.mu.Unlock()
+	go func() {
+		_ = cs.Wait()
+		close(s.done)
+		s.abortCalls()
+		b.mu.Lock()
+		delete(b.sessions, cs)
+		b.mu.Unlock()
+	}()
+	return s, nil
+}
+
+// Initialize connects, initializes and closes again: the `agentgw doctor`
+// check that the server starts and speaks MCP.
+func (b *Backend) Initialize(ctx context.Context) error {
+	s, err := b.connect(ctx)
+	if err != nil {
+		return err
+	}
+	s.close()
+	return nil
+}
+
+// BuildManifest connects, builds the manifest the backend would publish, and
+// closes again. It publishes nothing.
+func (b *Backend) BuildManifest(ctx context.Context) ([]byte, error) {
+	s, err := b.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	bm, err := b.buildManifest(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return bm.canonical, nil
+}
+
+// Start connects, publishes the manifest and supervises the server until
+// ctx ends: it republishes on notifications/tools/list_changed and restarts
+// a server that went away, with backoff. It returns nil once ctx is done,
+// after closing the server; it fails only if called twice.
+func (b *Backend) Start(ctx context.Context) error {
+	if !b.running.CompareAndSwap(false, true) {
+		return errors.New("mcpbridge: Start called twice")
+	}
+	defer b.running.Store(false)
+	delay := b.o.MinBackoff
+	for {
+		s, err := b.connect(ctx)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, b.o.ConnectTimeout)
+			err = b.publish(pctx, s)
+			cancel()
+			if err != nil {
+				s.close()
+			}
+		}
+		if err == nil {
+			b.supervise(ctx, s)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if time.Since(s.started) >= sessionStable {
+				delay = b.o.MinBackoff
+			}
+			b.log.Warn("MCP server went away; restarting", slog.Duration("after", delay))
+		} else {
+			if ctx.Err() != nil {
+				return nil
+			}
+			b.log.Error("MCP server unavailable", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
+		}
+		if !sleep(ctx, jitter(delay)) {
+			return nil
+		}
+		delay = min(delay*2, b.o.MaxBackoff)
+	}
+}
+
+// supervise runs one live session until it ends or ctx does.
+func (b *Backend) supervise(ctx context.Context, s *session) {
+	b.mu.Lock()
+	b.cur = s
+	b.mu.Unlock()
+	b.setAvailable(true)
+	defer func() {
+		b.mu.Lock()
+		if b.cur == s {
+			b.cur = nil
+		}
+		b.mu.Unlock()
+		b.setAvailable(false)
+		s.close()
+	}()
+	tick := time.NewTicker(b.o.HealthInterval)
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-tick.C:
+			if b.ping(ctx, s) {
+				failed = 0
+			} else if failed++; failed >= 2 {
+				b.log.Warn("MCP server does not answer pings")
+				return
+			}
+		case <-s.listChanged:
+			pctx, cancel := context.WithTimeout(ctx, b.o.ConnectTimeout)
+			if err := b.publish(pctx, s); err != nil && ctx.Err() == nil {
+				b.log.Error("republishing after tools/list_changed failed", slog.String("error", err.Error()))
+			}
+			cancel()
+		}
+	}
+}
+
+// ping reports whether the server answers. A JSON-RPC error is an answer
+// (MCP 2026-07-28 servers need not implement ping).
+func (b *Backend) ping(ctx context.Context, s *session) bool {
+	pctx, cancel := context.WithTimeout(ctx, min(b.o.HealthInterval, 10*time.Second))
+	defer cancel()
+	err := s.cs.Ping(pctx, nil)
+	var werr *jsonrpc.Error
+	return err == nil || errors.As(err, &werr)
+}
+
+func (b *Backend) setAvailable(up bool) {
+	if b.o.Availability != nil {
+		b.o.Availability.SetAvailable(b.jid, up)
+	}
+}
+
+// publish builds the manifest and hands it to the Publisher unless it is
+// byte-identical to the last one published.
+func (b *Backend) publish(ctx context.Context, s *session) error {
+	bm, err := b.buildManifest(ctx, s)
+	if err != nil {
+		return err
+	}
+	for _, d := range bm.dropped {
+		b.log.Warn("MCP tool left out of the manifest", slog.String("reason", b.red.safeText(d, 512)))
+	}
+	b.mu.Lock()
+	same := bytes.Equal(bm.canonical, b.lastPublished)
+	b.mu.Unlock()
+	if same {
+		return nil
+	}
+	version, hash := bm.version, ""
+	if b.o.Publisher != nil {
+		version, hash, err = b.o.Publisher.Publish(ctx, bm.canonical)
+		if err != nil {
+			return fmt.Errorf("publishing manifest version %s: %w", bm.version, err)
+		}
+	}
+	b.mu.Lock()
+	b.version, b.hash, b.lastPublished = version, hash, bm.canonical
+	b.mu.Unlock()
+	b.log.Info("published MCP manifest", slog.String("version", version), slog.Int("tools", bm.tools))
+	return nil
+}
+
+func (b *Backend) onToolsChanged(_ context.Context, req *mcp.ToolListChangedRequest) {
+	// Runs on the SDK's read loop: only signal.
+	if s := b.sessionOf(req.Session); s != nil {
+		select {
+		case s.listChanged <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// declineUnsupported answers the server requests the gateway cannot honour
+// with a clear error, and records the loss.
+func (b *Backend) declineUnsupported(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var code, msg string
+		switch method {
+		case "sampling/createMessage":
+			code, msg = CodeUnsupportedSampling, "agentgw does not support sampling: the gateway has no model to sample from"
+		case "roots/list":
+			code, msg = CodeUnsupportedRoots, "agentgw does not support roots: the gateway exposes no filesystem roots"
+		default:
+			return next(ctx, method, req)
+		}
+		var st *callState
+		if cs, ok := req.GetSession().(*mcp.ClientSession); ok {
+			if s := b.sessionOf(cs); s != nil {
+				st = s.soleCall()
+			}
+		}
+		b.recordLoss(st, code)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,64 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+// nullRun accepts every report; it measures the bridge, not an engine.
+type nullRun struct{ done chan struct{} }
+
+func (nullRun) Progress(tasks.Progress) error { return nil }
+func (nullRun) RequestInput(context.Context, tasks.InputRequest) (json.RawMessage, error) {
+	return nil, tasks.ErrSettled
+}
+func (r nullRun) Complete(tasks.ToolResult) error  { return nil }
+func (r nullRun) Fail(tasks.Failure) error         { return nil }
+func (r nullRun) Cancelled(string) error           { return nil }
+func (r nullRun) CancelRequested() <-chan struct{} { return r.done }
+
+// BenchmarkEchoBackend and BenchmarkEchoDirect call server-everything's echo
+// through the bridge and through a plain go-sdk client; compare their ns/op.
+func BenchmarkEchoBackend(b *testing.B) {
+	log, _ := testLogger(b)
+	be, err := New(Options{Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: everythingCmd(b)}}, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go be.Start(ctx)
+	for be.current() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	call := tasks.Call{TaskID: "bench", Tool: "echo", Arguments: json.RawMessage(`{"message":"hello"}`)}
+	run := nullRun{done: make(chan struct{})}
+	b.ResetTimer()
+	for b.Loop() {
+		be.Execute(ctx, call, run)
+	}
+}
+
+func BenchmarkEchoDirect(b *testing.B) {
+	cmd := everythingCmd(b)
+	c := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(cmd[0], cmd[1:]...)}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hello"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package mcpbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+const testJID = "everything@agents.example.test"
+
+// everythingCmd is the stdio command of the real reference server installed
+// by npm at the module root. Under CI=true a missing server fails the test.
+func everythingCmd(tb testing.TB) []string {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	entry := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(entry); err != nil || serr != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("server-everything or node missing (run npm install at the module root): %v %v", err, serr)
+		}
+		tb.Skip("server-everything or node not installed; run npm install at the module root")
+	}
+	return []string{node, entry, "stdio"}
+}
+
+// syncBuffer is a log sink tests can grep.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testLogger(tb testing.TB) (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// recPublisher records every published manifest.
+type recPublisher struct {
+	mu        sync.Mutex
+	manifests [][]byte
+	ch        chan []byte
+}
+
+func newRecPublisher() *recPublisher { return &recPublisher{ch: make(chan []byte, 16)} }
+
+func (p *recPublisher) Publish(_ context.Context, m []byte) (string, string, error) {
+	var doc struct {
+		Agent struct {
+			Version string `json:"version"`
+		} `json:"agent"`
+	}
+	if err := json.Unmarshal(m, &doc); err != nil {
+		return "", "", err
+	}
+	p.mu.Lock()
+	p.manifests = append(p.manifests, append([]byte(nil), m...))
+	p.mu.Unlock()
+	p.ch <- m
+	return doc.Agent.Version, ijson.Hash(m), nil
+}
+
+func (p *recPublisher) all() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.manifests...)
+}
+
+// recAvailability records availability changes in order.
+type recAvailability struct {
+	ch chan bool
+}
+
+func (a *recAvailability) SetAvailable(endpoint string, up bool) {
+	if endpoint != testJID {
+		panic("availability for the wrong endpoint: " + endpoint)
+	}
+	a.ch <- up
+}
+
+// fakeRun records what an executor reports. It plays the engine's part
+// only as far as a test needs: it refuses reports after settlement.
+type fakeRun struct {
+	mu       sync.Mutex
+	progress []tasks.Progress
+	inputs   []tasks.InputRequest
+	result   *tasks.ToolResult
+	failure  *tasks.Failure
+	cancel   string
+	settled  bool
+
+	answer     func(tasks.InputRequest) (json.RawMessage, error) // nil blocks until ctx ends
+	cancelReq  chan struct{}
+	done       chan struct{}
+	progressCh chan tasks.Progress
+	inputCh    chan tasks.InputRequest
+}
+
+func newFakeRun() *fakeRun {
+	return &fakeRun{
+		cancelReq:  make(chan struct{}),
+		done:       make(chan struct{}),
+		progressCh: make(chan tasks.Progress, 100),
+		inputCh:    make(chan tasks.InputRequest, 10),
+	}
+}
+
+func (r *fakeRun) Progress(p tasks.Progress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return tasks.ErrSettled
+	}
+	r.progress = append(r.progress, p)
+	r.progressCh <- p
+	return nil
+}
+
+func (r *fakeRun) RequestInput(ctx context.Context, req tasks.InputRequest) (json.RawMessage, error) {
+	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return nil, tasks.ErrSettled
+	}
+	r.inputs = append(r.inputs, req)
+	answer := r.answer
+	r.mu.Unlock()
+	r.inputCh <- req
+	if answer != nil {
+		return answer(req)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (r *fakeRun) settle(f func()) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return tasks.ErrSettled
+	}
+	r.settled = true
+	f()
+	close(r.done)
+	return nil
+}
+
+func (r *fakeRun) Complete(tr tasks.ToolResult) error {
+	return r.settle(func() { r.result = &tr })
+}
+
+func (r *fakeRun) Fail(f tasks.Failure) error { return r.settle(func() { r.failure = &f }) }
+
+func (r *fakeRun) Cancelled(reason string) error {
+	return r.settle(func() { r.cancel = reason })
+}
+
+func (r *fakeRun) CancelRequested() <-chan struct{} { return r.cancelReq }
+
+func (r *fakeRun) wait(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(d):
+		tb.Fatalf("task not settled within %v", d)
+	}
+}
+
+// outcome describes how the run settled, for failure messages.
+func (r *fakeRun) outcome() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.result != nil:
+		return "completed: " + string(r.result.Content)
+	case r.failure != nil:
+		return "failed: " + r.failure.Code + ": " + r.failure.Message
+	case r.settled:
+		return "cancelled: " + r.cancel
+	}
+	return "not settled"
+}
+
+// started is a running Backend under test.
+type started struct {
+	b     *Backend
+	pub   *recPublisher
+	avail *recAvailability
+	logs  *syncBuffer
+	stop  func()
+
+	fmu    sync.Mutex
+	frames []frame
+}
+
+type frame struct {
+	out  bool
+	data []byte
+}
+
+func (s *started) framesCopy() []frame {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return append([]frame(nil), s.frames...)
+}
+
+// start runs a Backend for agent until the test ends and waits for its
+// first publication.
+func start(t *testing.T, agent config.Agent, tweak func(*Options)) *started {
+	t.Helper()
+	log, buf := testLogger(t)
+	s := &started{pub: newRecPublisher(), avail: &recAvailability{ch: make(chan bool, 16)}, logs: buf}
+	o := Options{
+		Agent:           agent,
+		ComponentDomain: "agents.example.test",
+		Publisher:       s.pub,
+		Availability:    s.avail,
+		Logger:          log,
+		MinBackoff:      100 * time.Millisecond,
+		MaxBackoff:      time.Second,
+	}
+	if tweak != nil {
+		tweak(&o)
+	}
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.observe = func(out bool, data []byte) {
+		s.fmu.Lock()
+		s.frames = append(s.frames, frame{out, append([]byte(nil), data...)})
+		s.fmu.Unlock()
+	}
+	s.b = b
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Start(ctx) }()
+	s.stop = func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Start returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("Start did not return after cancel")
+		}
+	}
+	t.Cleanup(func() {
+		s.stop()
+		// Every manifest and result must come from the raw frames.
+		if strings.Contains(s.logs.String(), "unavailable; using the SDK's") {
+			t.Errorf("the tap missed a frame:\n%s", s.logs.String())
+		}
+	})
+	s.waitUp(t, 60*time.Second)
+	return s
+}
+
+func (s *started) waitUp(t *testing.T, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case up := <-s.avail.ch:
+			if up {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("backend not available within %v; log:\n%s", d, s.logs.String())
+		}
+	}
+}
+
+// exec runs one call and waits for settlement.
+func (s *started) exec(t *testing.T, tool, args string, r *fakeRun) *fakeRun {
+	t.Helper()
+	if r == nil {
+		r = newFakeRun()
+	}
+	s.b.Execute(context.Background(), tasks.Call{TaskID: "task-1", Tool: tool, Arguments: json.RawMessage(args), Endpoint: testJID}, r)
+	r.wait(t, 30*time.Second)
+	return r
+}
+
+func stdioAgent(cmd []string) config.Agent {
+	return config.Agent{JID: testJID, MCP: &config.MCP{Command: cmd}}
+}
+
+// textOf joins the text content items of a result.
+func textOf(tb testing.TB, tr *tasks.ToolResult) string {
+	tb.Helper()
+	if tr == nil {
+		tb.Fatal("no result")
+	}
+	var items []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(tr.Content, &items); err != nil {
+		tb.Fatal(err)
+	}
+	var parts []string
+	for _, it := range items {
+		if it.Type == "text" {
+			parts = append(parts, it.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+var errAnswer = errors.New("no answer")

@@ -1,0 +1,180 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/tasks"
+)
+
+func rawAgent(t *testing.T, secret string) config.Agent {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{exe}, Env: map[string]string{"MCPBRIDGE_RAW_SERVER": "1", "RAW_SECRET": secret}}}
+}
+
+func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("bad JSON %s", got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(g, w)
+}
+
+func toolsByName(doc manifestDoc) map[string]map[string]json.RawMessage {
+	m := map[string]map[string]json.RawMessage{}
+	for _, tl := range doc.Tools {
+		var n string
+		json.Unmarshal(tl["name"], &n)
+		m[n] = tl
+	}
+	return m
+}
+
+func lossOf(tl map[string]json.RawMessage) []string {
+	var l []string
+	json.Unmarshal(tl[SemanticLossKey], &l)
+	return l
+}
+
+func TestRawManifest(t *testing.T) {
+	secret := ids.New("sec-")
+	s := start(t, rawAgent(t, secret), nil)
+	doc := checkManifestValid(t, s.pub.all()[0])
+	tools := toolsByName(doc)
+	var names []string
+	for _, tl := range doc.Tools {
+		var n string
+		json.Unmarshal(tl["name"], &n)
+		names = append(names, n)
+	}
+	want := []string{"plain", "tuple", "secret-echo", "rpc-error", "sample", "roots", "url-elicit", "iconic", "add", "die"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v (all pages, server order, first of duplicates, odd dialect left out)", names, want)
+	}
+	p := tools["plain"]
+	if !jsonEqual(t, p["execution"], `{"taskSupport":"optional"}`) || !jsonEqual(t, p["_meta"], `{"x.example/k":1}`) ||
+		!jsonEqual(t, p["annotations"], `{"readOnlyHint":true,"title":"Plain!"}`) || string(p["title"]) != `"Plain"` {
+		t.Errorf("plain not preserved: %v", p)
+	}
+	if l := lossOf(p); !slices.Equal(l, []string{"experimental", "prompts"}) {
+		t.Errorf("plain loss %v", l)
+	}
+	if !jsonEqual(t, tools["tuple"]["inputSchema"], `{"type":"object","$defs":{"p":{"type":"integer"}},
+		"properties":{"pair":{"type":"array","prefixItems":[{"$ref":"#/$defs/p"},{"type":"string"}],"items":false}},
+		"dependentRequired":{"pair":["other"]}}`) {
+		t.Errorf("tuple schema not translated: %s", tools["tuple"]["inputSchema"])
+	}
+	if !slices.Contains(lossOf(tools["tuple"]), "schema-dialect") {
+		t.Errorf("tuple loss %v", lossOf(tools["tuple"]))
+	}
+	var desc string
+	json.Unmarshal(tools["iconic"]["description"], &desc)
+	l := lossOf(tools["iconic"])
+	if utf8.RuneCountInString(desc) != maxToolDesc || !slices.Contains(l, "tool-description-truncated") || !slices.Contains(l, "tool-icons") {
+		t.Errorf("iconic: %d runes, loss %v", utf8.RuneCountInString(desc), l)
+	}
+	if _, ok := tools["iconic"]["icons"]; ok {
+		t.Error("icons member kept")
+	}
+	logs := s.logs.String()
+	if strings.Count(logs, "left out of the manifest") != 2 {
+		t.Errorf("dropped tools not logged:\n%s", logs)
+	}
+	if !strings.Contains(logs, "raw server starting with key [redacted]") {
+		t.Errorf("stderr not logged redacted:\n%s", logs)
+	}
+	if strings.Contains(logs, secret) {
+		t.Error("secret in the log")
+	}
+}
+
+func TestRawCalls(t *testing.T) {
+	secret := ids.New("sec-")
+	s := start(t, rawAgent(t, secret), nil)
+
+	r := s.exec(t, "plain", `{"v":"x"}`, nil)
+	if r.result == nil {
+		t.Fatal(r.outcome())
+	}
+	if string(r.result.Content) != `[{"type":"text","text":"ok","annotations":{"audience":["user"],"priority":0.5},"_meta":{"m":1},"x-extra":true}]` {
+		t.Errorf("content not byte-identical: %s", r.result.Content)
+	}
+	if r.result.IsError == nil || *r.result.IsError {
+		t.Errorf("isError %v, want explicit false", r.result.IsError)
+	}
+	if string(r.result.StructuredContent) != `{"a":[1,2.5,"x"]}` || string(r.result.Meta) != `{"r":2}` {
+		t.Errorf("structuredContent %s _meta %s", r.result.StructuredContent, r.result.Meta)
+	}
+
+	r = s.exec(t, "secret-echo", `{}`, nil)
+	if got := textOf(t, r.result); got != "the key is [redacted]" {
+		t.Errorf("secret-echo = %q", got)
+	}
+
+	r = s.exec(t, "rpc-error", `{}`, nil)
+	if r.failure == nil || r.failure.Code != "mcp:-32000" || strings.Contains(r.failure.Message, "boom") || strings.Contains(r.failure.Message, secret) {
+		t.Errorf("rpc-error: %s", r.outcome())
+	}
+
+	for tool, code := range map[string]string{
+		"sample":     CodeUnsupportedSampling,
+		"roots":      CodeUnsupportedRoots,
+		"url-elicit": CodeUnsupportedURLElicitation,
+	} {
+		r = s.exec(t, tool, `{}`, nil)
+		if r.failure == nil || r.failure.Code != code || r.failure.Retryable {
+			t.Errorf("%s: %s, want %s", tool, r.outcome(), code)
+		}
+	}
+	if l := s.b.SemanticLosses(); !slices.Equal(l, []string{CodeUnsupportedRoots, CodeUnsupportedSampling, CodeUnsupportedURLElicitation}) {
+		t.Errorf("SemanticLosses = %v", l)
+	}
+
+	// tools/list_changed: a new version is published; the old one stays
+	// (the bridge never removes versions).
+	first, _ := s.b.Current()
+	s.exec(t, "add", `{}`, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.pub.all()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pubs := s.pub.all()
+	if len(pubs) != 2 {
+		t.Fatalf("%d publications after list_changed", len(pubs))
+	}
+	doc := checkManifestValid(t, pubs[1])
+	if toolsByName(doc)["added"] == nil || doc.Agent.Version == first {
+		t.Errorf("second manifest: version %s (first %s), tools %d", doc.Agent.Version, first, len(doc.Tools))
+	}
+	if v, _ := s.b.Current(); v != doc.Agent.Version {
+		t.Errorf("Current %s, want %s", v, doc.Agent.Version)
+	}
+
+	// A server that exits mid-call.
+	r = s.exec(t, "die", `{}`, nil)
+	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
+		t.Errorf("die: %s", r.outcome())
+	}
+	s.waitUp(t, 30*time.Second)
+	if got := textOf(t, s.exec(t, "plain", `{}`, nil).result); got != "ok" {
+		t.Errorf("after restart: %q", got)
+	}
+	if strings.Contains(s.logs.String(), secret) {
+		t.Error("secret in the log")
+	}
+}

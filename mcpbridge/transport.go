@@ -1,0 +1,289 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/internal/config"
+)
+
+// inheritedEnv is what a stdio server inherits from the gateway's
+// environment. Everything else (the component secret, connector keys, other
+// agents' header variables) stays out of the child; the operator adds what
+// the server needs with [agents.mcp] env.
+var inheritedEnv = []string{
+	"HOME", "LOGNAME", "USER", "PATH", "SHELL", "TERM", "LANG", "LC_ALL",
+	"LC_CTYPE", "TZ", "TMPDIR", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME",
+	"XDG_CACHE_HOME", "XDG_DATA_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR",
+	"NODE_EXTRA_CA_CERTS", "NODE_PATH", "NPM_CONFIG_CACHE", "NPM_CONFIG_PREFIX",
+	"npm_config_cache", "npm_config_prefix", "GOPATH", "GOCACHE", "GOMODCACHE",
+	"VIRTUAL_ENV", "PYTHONPATH",
+}
+
+// Grace periods when stopping a stdio server: after closing its stdin, and
+// after SIGTERM, before the whole process group is killed.
+const (
+	stdinGrace = 2 * time.Second
+	termGrace  = 2 * time.Second
+)
+
+// maxStderrLine bounds one logged line of server stderr.
+const maxStderrLine = 2048
+
+// process is a running stdio MCP server.
+type process struct {
+	pid    int
+	exited chan struct{} // closed once the direct child has been reaped
+	stdin  io.WriteCloser
+	once   sync.Once
+}
+
+// stop closes stdin, waits, then signals the process group: the MCP stdio
+// shutdown sequence, extended to the group so a wrapper (npx, sh) cannot
+// leave the real server behind.
+func (p *process) stop() {
+	p.once.Do(func() {
+		_ = p.stdin.Close()
+		select {
+		case <-p.exited:
+		case <-time.After(stdinGrace):
+			_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(termGrace):
+			}
+		}
+		// The leader may be gone while children linger in the group.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	})
+}
+
+// stdioTransport spawns the configured command. It implements mcp.Transport.
+type stdioTransport struct {
+	b    *Backend
+	tap  *tap
+	proc *process // set by Connect
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	m := t.b.o.Agent.MCP
+	cmd := exec.Command(m.Command[0], m.Command[1:]...)
+	cmd.Env = childEnv(m.Env)
+	cmd.Dir = t.b.o.ConfigDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Our own pipes rather than StdoutPipe: exec closes those as soon as
+	// the child is reaped, which could drop its last response.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{outR, outW, inR, inW, errR, errW} {
+			f.Close()
+		}
+		// Name the program and the cause (an errno, "not found"), not the
+		// arguments, which may hold values.
+		cause := errors.Unwrap(err)
+		if cause == nil {
+			cause = err
+		}
+		return nil, fmt.Errorf("cannot start MCP server command %q: %w", filepath.Base(m.Command[0]), cause)
+	}
+	outW.Close()
+	inR.Close()
+	errW.Close()
+
+	p := &process{pid: cmd.Process.Pid, exited: make(chan struct{}), stdin: inW}
+	t.proc = p
+	go t.b.logStderr(errR, p.pid)
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+		// Children that inherited stdout would keep the session alive.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}()
+
+	w := &tapWriter{w: &procStdin{p: p}}
+	w.f.fn = t.tap.outgoing
+	r := &tapReader{r: outR}
+	r.f.fn = t.tap.incoming
+	return (&mcp.IOTransport{Reader: r, Writer: w}).Connect(ctx)
+}
+
+// procStdin closes the server by the stop sequence when the SDK closes the
+// connection.
+type procStdin struct{ p *process }
+
+func (s *procStdin) Write(b []byte) (int, error) { return s.p.stdin.Write(b) }
+func (s *procStdin) Close() error                { go s.p.stop(); return nil }
+
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if _, set := extra[k]; set {
+			continue
+		}
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// logStderr copies the server's stderr to the gateway log, a bounded and
+// redacted line at a time.
+func (b *Backend) logStderr(r io.ReadCloser, pid int) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		line, err := readBoundedLine(br, maxStderrLine)
+		if len(line) > 0 {
+			b.log.Info("MCP server stderr", slog.Int("pid", pid), slog.String("line", b.red.safeText(line, maxStderrLine)))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readBoundedLine reads one line, keeping at most max bytes of it.
+func readBoundedLine(br *bufio.Reader, max int) (string, error) {
+	var buf []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(buf) < max {
+			n := min(len(frag), max-len(buf))
+			buf = append(buf, frag[:n]...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return strings.TrimRight(string(buf), "\r\n"), err
+	}
+}
+
+// headers reads the configured HTTP header values. Errors name the header
+// and the source, never a value.
+func (b *Backend) headers() (http.Header, []string, error) {
+	m := b.o.Agent.MCP
+	h := http.Header{}
+	var secrets []string
+	for name, env := range m.HeadersEnv {
+		v, err := config.ReadSecret(env, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+		secrets = append(secrets, v)
+	}
+	for name, file := range m.HeadersFile {
+		if !filepath.IsAbs(file) && b.o.ConfigDir != "" {
+			file = filepath.Join(b.o.ConfigDir, file)
+		}
+		v, err := config.ReadSecret("", file)
+		if err != nil {
+			return nil, nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+		secrets = append(secrets, v)
+	}
+	return h, secrets, nil
+}
+
+// httpTap adds the configured headers to every request and lets the tap see
+// request and response bodies.
+type httpTap struct {
+	base    http.RoundTripper
+	headers http.Header
+	tap     *tap
+}
+
+func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h.headers {
+		req.Header[k] = v
+	}
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(io.LimitReader(req.Body, maxTapFrame+1))
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(body) <= maxTapFrame {
+			h.tap.outgoing(bytes.TrimSpace(body))
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	resp, err := h.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "text/event-stream":
+		resp.Body = newBodyTap(resp.Body, true, h.tap.incoming)
+	case "application/json":
+		resp.Body = newBodyTap(resp.Body, false, h.tap.incoming)
+	}
+	return resp, nil
+}
+
+// httpTransport builds the streamable HTTP transport with headers read now,
+// so rotated header files take effect on the next reconnect.
+func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
+	h, secrets, err := b.headers()
+	if err != nil {
+		return nil, err
+	}
+	b.setSecrets(secrets)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	client := &http.Client{
+		Transport: &httpTap{base: base, headers: h, tap: tp},
+		// Headers carry credentials; a redirect must not take them
+		// elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &mcp.StreamableClientTransport{Endpoint: b.o.Agent.MCP.URL, HTTPClient: client, MaxRetries: 2}, nil
+}

@@ -1,0 +1,150 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSchemaDialectTranslation(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"2020-12 declared", `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`, `{"type":"object"}`, true},
+		{"draft-07 plain", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"number","exclusiveMinimum":0}}}`,
+			`{"type":"object","properties":{"a":{"type":"number","exclusiveMinimum":0}}}`, true},
+		{"tuple without additionalItems", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"string"}]}`,
+			`{"type":"array","prefixItems":[{"type":"string"}]}`, true},
+		{"additionalItems ignored with one items schema", `{"$schema":"http://json-schema.org/draft-07/schema#","items":{"type":"string"},"additionalItems":false}`,
+			`{"items":{"type":"string"}}`, true},
+		{"dependencies with a schema", `{"$schema":"http://json-schema.org/draft-06/schema#","dependencies":{"a":{"required":["b"]},"c":["d"]}}`,
+			`{"dependentSchemas":{"a":{"required":["b"]}},"dependentRequired":{"c":["d"]}}`, true},
+		{"nested definitions ref", `{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/x","definitions":{"x":{"type":"object","properties":{"y":{"$ref":"#/definitions/z"}}},"z":{"type":"string"}}}`,
+			`{"$ref":"#/$defs/x","$defs":{"x":{"type":"object","properties":{"y":{"$ref":"#/$defs/z"}}},"z":{"type":"string"}}}`, true},
+		{"draft-04 exclusive bound", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"number","minimum":1,"exclusiveMinimum":true,"maximum":5,"exclusiveMaximum":false}`,
+			`{"type":"number","exclusiveMinimum":1,"maximum":5}`, true},
+		{"plain-name $id", `{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"a":{"$id":"#thing","type":"string"}}}`,
+			`{"properties":{"a":{"$anchor":"thing","type":"string"}}}`, true},
+		{"$ref with assertion siblings", `{"$schema":"http://json-schema.org/draft-07/schema#","$ref":"#/definitions/x","type":"string","definitions":{"x":{}}}`, ``, false},
+		{"recursiveRef", `{"$schema":"https://json-schema.org/draft/2019-09/schema","$recursiveRef":"#"}`, ``, false},
+		{"unknown dialect", `{"$schema":"https://example.com/s","type":"object"}`, ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s map[string]any
+			if err := json.Unmarshal([]byte(tc.in), &s); err != nil {
+				t.Fatal(err)
+			}
+			d := dialectOf(s)
+			ok := d != "unknown" && to202012(s, d)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			var want map[string]any
+			json.Unmarshal([]byte(tc.want), &want)
+			if !reflect.DeepEqual(s, want) {
+				got, _ := json.Marshal(s)
+				t.Errorf("got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConvertToolRejects(t *testing.T) {
+	for _, tc := range []struct{ name, tool string }{
+		{"no name", `{"inputSchema":{"type":"object"}}`},
+		{"empty name", `{"name":"","inputSchema":{"type":"object"}}`},
+		{"control character in name", `{"name":"a\u0001b","inputSchema":{"type":"object"}}`},
+		{"no inputSchema", `{"name":"a"}`},
+		{"array root", `{"name":"a","inputSchema":{"type":"array"}}`},
+		{"remote ref", `{"name":"a","inputSchema":{"type":"object","properties":{"x":{"$ref":"https://example.com/s.json"}}}}`},
+		{"duplicate member", `{"name":"a","name":"b","inputSchema":{"type":"object"}}`},
+		{"not an object", `["a"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, reason := convertTool(json.RawMessage(tc.tool), nil); reason == "" {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+func TestConvertToolKeepsMembers(t *testing.T) {
+	raw := `{"name":"t","title":"T","description":"D","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"integer"}}},
+		"annotations":{"destructiveHint":false},"execution":{"taskSupport":"required"},"_meta":{"a/b":[1]},
+		"urn:xmpp:agent-api:0":{"approvalRequired":false},"icons":[]}`
+	tool, reason := convertTool(json.RawMessage(raw), []string{"prompts"})
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	got, _ := json.Marshal(tool)
+	want := `{"_meta":{"a/b":[1]},"annotations":{"destructiveHint":false},"description":"D","execution":{"taskSupport":"required"},` +
+		`"inputSchema":{"type":"object"},"name":"t","outputSchema":{"properties":{"r":{"type":"integer"}},"type":"object"},"title":"T",` +
+		`"urn:xmpp:agent-api:0":{"supportsCancellation":true,"supportsInput":true,"supportsProgress":true},` +
+		`"urn:xmpp:agent-gateway:semantic-loss":["prompts","task-required","tool-icons","tool-member"]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	r := &redactor{extra: func() []string { return []string{"component-secret", "x"} }}
+	r.set([]string{"s3cr\"et-value", "s3cr\"et"})
+	if got := r.text(`a s3cr"et-value b component-secret x`); got != `a [redacted] b [redacted] x` {
+		t.Errorf("text: %q", got)
+	}
+	doc, _ := json.Marshal(map[string]string{"k": `key=s3cr"et-value`})
+	out, found := r.json(doc)
+	if !found || string(out) != `{"k":"key=[redacted]"}` || !json.Valid(out) {
+		t.Errorf("json: %s %v", out, found)
+	}
+	if got := r.safeText("line\x1b[31m\rforged\u2028ok", 100); strings.ContainsAny(got, "\x1b\r") {
+		t.Errorf("control characters kept: %q", got)
+	}
+	if got := bound("héllo", 2); got != "hé" {
+		t.Errorf("bound: %q", got)
+	}
+}
+
+func TestChildEnvIsolated(t *testing.T) {
+	t.Setenv("AGENTGW_COMPONENT_SECRET", "do-not-leak")
+	t.Setenv("PATH", "/usr/bin")
+	env := childEnv(map[string]string{"PATH": "/opt/bin", "API_KEY": "k"})
+	if slices.ContainsFunc(env, func(s string) bool { return strings.HasPrefix(s, "AGENTGW_") }) {
+		t.Errorf("gateway environment leaked: %v", env)
+	}
+	if !slices.Contains(env, "PATH=/opt/bin") || !slices.Contains(env, "API_KEY=k") || slices.Contains(env, "PATH=/usr/bin") {
+		t.Errorf("env = %v", env)
+	}
+}
+
+func TestTapSSE(t *testing.T) {
+	tp := newTap()
+	r := tp.expect("tok")
+	tp.outgoing([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"progressToken":"tok"},"name":"x"}}`))
+	var seen [][]byte
+	body := "id: 1\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"tok\",\"progress\":1}}\r\n\r\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[],\"isError\":false}}\n\n"
+	bt := newBodyTap(nopCloser{strings.NewReader(body)}, true, func(f []byte) {
+		seen = append(seen, append([]byte(nil), f...))
+		tp.incoming(f)
+	})
+	buf := make([]byte, 7) // small reads split lines
+	for {
+		if _, err := bt.Read(buf); err != nil {
+			break
+		}
+	}
+	if len(seen) != 2 || string(r.get()) != `{"content":[],"isError":false}` || r.progress.Load() != 1 {
+		t.Errorf("frames %q, result %s, progress %d", seen, r.get(), r.progress.Load())
+	}
+}
+
+type nopCloser struct{ *strings.Reader }
+
+func (nopCloser) Close() error { return nil }

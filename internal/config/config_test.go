@@ -1,0 +1,111 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agentgw.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const valid = `
+[xmpp]
+component_domain = "agents.example.test"
+server = "127.0.0.1:5347"
+secret_env = "X_SECRET"
+local_domains = ["example.test"]
+admins = ["admin@example.test"]
+
+[[agents]]
+jid = "weather@agents.example.test"
+manifest = "weather.json"
+
+[[agents]]
+jid = "everything@agents.example.test"
+[agents.mcp]
+command = ["npx", "server-everything"]
+
+[[agents]]
+jid = "im@agents.example.test"
+[agents.connector]
+base_url = "http://127.0.0.1:19090"
+api_key_env = "IM_KEY"
+`
+
+func TestLoadValidAppliesDefaults(t *testing.T) {
+	c, err := Load(write(t, valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Path != "agentgw.db" || c.Tasks.ReplaySeconds != 86400 || c.XMPP.IQTimeoutSeconds != 30 || c.Log.Format != "text" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	if got := c.Path("weather.json"); got != filepath.Join(c.Dir, "weather.json") {
+		t.Fatalf("relative path = %s", got)
+	}
+}
+
+func TestLoadReportsEveryProblemClearly(t *testing.T) {
+	bad := `
+[xmpp]
+component_domain = "user@agents.example.test"
+secret_env = "A"
+secret_file = "b"
+typo_key = 1
+
+[[agents]]
+jid = "not a jid"
+
+[[agents]]
+jid = "x@elsewhere.test"
+manifest = "x.json"
+[agents.mcp]
+url = "ftp://x"
+`
+	_, err := Load(write(t, bad))
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	// Unknown keys are reported before validation.
+	if !strings.Contains(err.Error(), "unknown keys: xmpp.typo_key") {
+		t.Fatalf("unknown key not named: %v", err)
+	}
+	_, err = Load(write(t, strings.Replace(bad, "typo_key = 1\n", "", 1)))
+	for _, want := range []string{
+		"component_domain \"user@agents.example.test\" is not a bare domain",
+		"server is required",
+		"exactly one of secret_env or secret_file",
+		"jid \"not a jid\" is not a bare JID",
+		"is not below component_domain",
+		"url must be an http or https URL",
+		"set exactly one of manifest, [agents.mcp] or [agents.connector]",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestReadSecretNeverShowsTheValue(t *testing.T) {
+	t.Setenv("X_SECRET", "")
+	if _, err := ReadSecret("X_SECRET", ""); err == nil || !strings.Contains(err.Error(), "X_SECRET") {
+		t.Fatalf("empty env: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "s")
+	os.WriteFile(p, []byte("hunter2-secret\n"), 0o600)
+	v, err := ReadSecret("", p)
+	if err != nil || v != "hunter2-secret" {
+		t.Fatalf("file secret = %q, %v", v, err)
+	}
+	if _, err := ReadSecret("", p+".missing"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("missing file: %v", err)
+	}
+}

@@ -191,6 +191,7 @@ func (c *Component) Run(ctx context.Context) error {
 
 	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
 	var conflictSince time.Time
+	runStart := time.Now()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			c.reconnects.Add(1)
@@ -208,6 +209,12 @@ func (c *Component) Run(ctx context.Context) error {
 			// gateway holding the domain.
 			c.log.Warn("component: the server still holds a session for the domain; retrying",
 				"domain", c.cfg.Domain.String(), "grace_left", c.cfg.ConflictGrace-time.Since(conflictSince))
+			err = fe
+		} else if errors.As(err, &fe) && fe.Condition == "host-unknown" && c.connects.Load() == 0 && time.Since(runStart) < c.cfg.StartupGrace {
+			// A server that is still starting may accept the component
+			// port before it has activated its component hosts.
+			c.log.Warn("component: the server does not know the domain yet; retrying while it starts",
+				"domain", c.cfg.Domain.String())
 			err = fe
 		} else if errors.As(err, &fe) {
 			c.log.Error("component: the server refused the component; not retrying",

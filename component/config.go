@@ -42,6 +42,10 @@ type Config struct {
 	// holding the previous, dead session) is retried before it is fatal; a
 	// conflict on the very first connection is fatal at once. Default 10m.
 	ConflictGrace time.Duration
+	// StartupGrace is how long host-unknown is retried on the first
+	// connection, for a server that accepts the component port before its
+	// component hosts are active. Default 15s; negative disables it.
+	StartupGrace time.Duration
 
 	MaxStanzaBytes int // inbound stanza limit (xmltree MaxBytes); default 2<<20
 
@@ -63,6 +67,9 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBackoff, 30*time.Second)
 	def(&c.StableAfter, 60*time.Second)
 	def(&c.ConflictGrace, 10*time.Minute)
+	if c.StartupGrace == 0 {
+		c.StartupGrace = 15 * time.Second
+	}
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = c.MinBackoff
 	}

@@ -473,6 +473,7 @@ func TestProsodyUnknownDomain(t *testing.T) {
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	cfg.Domain = jid.MustParse("unknown." + srv.Domain)
+	cfg.StartupGrace = -1 // a typo in the domain must not wait for the grace
 	err, _ := runUntilFatal(t, cfg)
 	var fe *component.FatalError
 	if !errors.As(err, &fe) || fe.Condition != "host-unknown" {

@@ -209,6 +209,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 		HandshakeTimeout: d.timeout,
 		IQTimeout:        d.timeout,
 		PingInterval:     time.Hour, // the check sends its own ping
+		StartupGrace:     -1,        // report an unknown domain at once
 		// One attempt fits in the window; a second would only hide why
 		// the first failed.
 		MinBackoff: 2 * d.timeout,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"hash"
 	"sort"
 	"strconv"
@@ -51,14 +52,29 @@ const maxToolName = 1024
 
 func newID(prefix string) string { return ids.New(prefix) }
 
+// newTaskID is a task ID whose 128 random bits follow the creation time in
+// fixed-width hex, so that IDs sort by creation and the primary-key index
+// grows at its end instead of at random pages. The time is public anyway
+// (the created attribute).
+func newTaskID(now time.Time) string {
+	return ids.New("task-" + fmt.Sprintf("%016x", uint64(now.UnixNano())))
+}
+
 // Admit validates an invocation against its pinned manifest and durably
-// admits it. The order of checks is the spec's: shape; then authorization
-// of the endpoint and the exact tool, so nothing about the endpoint,
-// version, hash, tool, schema or arguments is revealed to an unauthorized
-// caller; then replay (an identical retry returns the original acceptance
-// even if the active version, the deadline or capacity changed since);
-// then pinning, schema, deadline, backend, capacity. Admit returns only
-// after the task and its replay record are committed.
+// admits it. Order: shape (ErrBadRequest); authorization of the endpoint
+// and the exact tool, including approvalRequired and requiredPermissions
+// (ErrNotFound, so nothing about the endpoint, version, hash, tool, schema
+// or arguments reaches an unauthorized caller); media type and I-JSON
+// (ErrNotAcceptable, or ErrResourceConstraint for a limit); then replay
+// recognition, which wins over every later check, so an identical retry
+// gets its original acceptance even after the active version changed or
+// the deadline passed, and a reused request ID with another fingerprint
+// gets ErrConflict; then pinning (ErrConflict), the input schema
+// (ErrNotAcceptable), the backend (ErrServiceUnavailable) and, at the
+// commit, the deadline (ErrNotAcceptable when reached or beyond the tool's
+// maximumTimeoutSeconds) and capacity (ErrResourceConstraint). Admit
+// returns only after the task and its replay record are committed
+// (synchronous=FULL), in a group commit shared with concurrent callers.
 //
 // A version that does not exist, or a tool absent from it, is ErrNotFound
 // (nothing to authorize against); an existing version that is not the
@@ -118,29 +134,38 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 	}
 	fp := fingerprint(inv, canon, deadline)
 
-	// Replay fast path from committed state; the commit re-checks.
-	if prev, err := e.db.TaskByRequest(ctx, inv.Caller, inv.Endpoint, inv.RequestID); err != nil {
-		return Accepted{}, err
-	} else if prev != nil {
-		return replayOf(prev, fp)
+	// From here on a rejection is final only for a request that is not a
+	// replay: an identical retry gets its original acceptance even if the
+	// active version, the backend or anything else changed since, and a
+	// reused request ID with another fingerprint gets a conflict. The
+	// replay record is looked up only on these paths; on the success path
+	// the commit's unique key detects replays.
+	refuse := func(cond error, reason string) (Accepted, error) {
+		prev, err := e.db.TaskByRequest(ctx, inv.Caller, inv.Endpoint, inv.RequestID)
+		if err != nil {
+			return Accepted{}, err
+		}
+		if prev != nil {
+			return replayOf(prev, fp)
+		}
+		return Accepted{}, reject(cond, reason)
 	}
-
 	active, ok := dir.Active(inv.Endpoint)
 	if !ok || active.Version != m.Version {
-		return Accepted{}, reject(ErrConflict, "api-version is not the active version")
+		return refuse(ErrConflict, "api-version is not the active version")
 	}
 	if m.Hash != inv.ManifestHash {
-		return Accepted{}, reject(ErrConflict, "manifest hash does not match")
+		return refuse(ErrConflict, "manifest hash does not match")
 	}
 	s, err := e.schemas.Compile(tool.InputSchema)
 	if err != nil {
-		return Accepted{}, reject(ErrServiceUnavailable, "input schema unusable")
+		return refuse(ErrServiceUnavailable, "input schema unusable")
 	}
 	if err := s.Validate(args); err != nil {
-		return Accepted{}, reject(ErrNotAcceptable, "arguments do not match the input schema")
+		return refuse(ErrNotAcceptable, "arguments do not match the input schema")
 	}
 	if backend, ok := e.cfg.Backends(inv.Endpoint); !ok || backend == nil {
-		return Accepted{}, reject(ErrServiceUnavailable, "no backend for the endpoint")
+		return refuse(ErrServiceUnavailable, "no backend for the endpoint")
 	}
 	maxTimeout := time.Duration(tool.Ext.MaximumTimeoutSeconds) * time.Second
 	defTimeout := e.cfg.DefaultTimeout
@@ -160,10 +185,19 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		result error
 	)
 	err = e.do(func(b *batch) error {
-		if prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID); err != nil {
-			return err
-		} else if prev != nil {
-			acc, result = replayOf(prev, fp)
+		// A rejection below is final only when the request is not a
+		// replay; the lookup is skipped on the common path, where the
+		// insert's unique key detects a replay instead.
+		refuse := func(cond error, reason string) error {
+			prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
+			if err != nil {
+				return err
+			}
+			if prev != nil {
+				acc, result = replayOf(prev, fp)
+			} else {
+				result = reject(cond, reason)
+			}
 			return nil
 		}
 		now := b.now()
@@ -171,20 +205,17 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		var eff xmpptime.Instant
 		if dl != nil {
 			if dl.ReachedBy(now) {
-				result = reject(ErrNotAcceptable, "deadline has passed")
-				return nil
+				return refuse(ErrNotAcceptable, "deadline has passed")
 			}
 			if maxTimeout > 0 && !dl.ReachedBy(now.Add(maxTimeout)) {
-				result = reject(ErrNotAcceptable, "deadline beyond the tool's maximum timeout")
-				return nil
+				return refuse(ErrNotAcceptable, "deadline beyond the tool's maximum timeout")
 			}
 			eff = *dl
 		} else {
 			eff = xmpptime.FromTime(now.Add(defTimeout))
 		}
 		if e.active+b.delta >= e.cfg.MaxActive {
-			result = reject(ErrResourceConstraint, "task capacity exhausted")
-			return nil
+			return refuse(ErrResourceConstraint, "task capacity exhausted")
 		}
 		retain := now.Add(e.cfg.Retention)
 		purge := now.Add(e.cfg.ReplayWindow)
@@ -192,7 +223,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			purge = retain
 		}
 		t := &taskdb.Task{
-			ID: newID("task-"), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
+			ID: newTaskID(now), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
 			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
 			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
 			State: taskdb.Accepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
@@ -202,8 +233,8 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			return err
 		}
 		if !inserted {
-			// Unreachable with one writer; kept so a second gateway
-			// process cannot turn a race into a duplicate.
+			// A concurrent identical request committed first (possibly
+			// earlier in this batch): answer as its replay.
 			prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
 			if err != nil || prev == nil {
 				return err

@@ -93,14 +93,23 @@ const (
 // engine; none of them writes state directly. All are safe for concurrent use.
 type Run interface {
 	// Progress commits one progress update (one revision, one event).
+	// Percent is clamped to [0, 100] and never below the last value; an
+	// update with nothing to report commits nothing.
 	Progress(p Progress) error
 	// RequestInput commits input_required and blocks until the caller's
-	// answer has been accepted, returning it. It fails with ErrInputExpired,
-	// ErrSettled or ctx's error.
+	// answer has been accepted, returning it (canonical JSON). It fails
+	// with ErrInputExpired, ErrInputSuperseded (a cancellation was
+	// accepted), ErrSettled, ErrInvalidTransition (another request pending,
+	// or cancelling), ErrInvalidRequest, ErrClosed or ctx's error. A zero
+	// ExpiresAt takes the engine's InputTimeout.
 	RequestInput(ctx context.Context, req InputRequest) (json.RawMessage, error)
-	// Complete settles the task as completed with the whole result.
+	// Complete settles the task as completed with the whole result. A
+	// result that is not a valid CallToolResult, whose structuredContent
+	// fails the tool's outputSchema (unless isError), or that exceeds the
+	// size limit settles the task failed instead, and Complete says so.
 	Complete(r ToolResult) error
-	// Fail settles the task as failed.
+	// Fail settles the task as failed. After settlement every method
+	// returns ErrSettled and changes nothing.
 	Fail(f Failure) error
 	// Cancelled settles the task as cancelled, after the executor has
 	// honoured a cancellation request.

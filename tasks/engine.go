@@ -137,6 +137,8 @@ type Engine struct {
 	qclosed  bool
 	commitWG sync.WaitGroup
 	active   int // non-terminal tasks; committer-owned
+	commits  atomic.Int64
+	ops      atomic.Int64
 
 	// Committed events wait here for the notifier, in commit order.
 	nmu     sync.Mutex
@@ -252,7 +254,10 @@ func (e *Engine) Start(ctx context.Context) error {
 // failed agentgw:interrupted. Accepted tasks stay accepted for the next
 // Start. The store is not closed.
 func (e *Engine) Close() error {
-	if !e.closing.CompareAndSwap(false, true) {
+	e.mu.Lock() // orders the flag with launch's registration
+	first := e.closing.CompareAndSwap(false, true)
+	e.mu.Unlock()
+	if !first {
 		return nil
 	}
 	e.stopTimers()
@@ -410,13 +415,7 @@ func (b *batch) onCommit(f func()) { b.after = append(b.after, f) }
 
 func (b *batch) now() time.Time { return b.e.clock.Now().UTC() }
 
-var InstrBatches, InstrOps, InstrOpNS, InstrCommitNS, InstrBeginNS atomic.Int64
-
 func (e *Engine) runBatch(ops []*op) {
-	InstrBatches.Add(1)
-	InstrOps.Add(int64(len(ops)))
-	t0 := time.Now()
-	defer func() { _ = t0 }()
 	ctx := context.Background()
 	errs := make([]error, len(ops))
 	tx, err := e.db.Begin(ctx)
@@ -427,8 +426,6 @@ func (e *Engine) runBatch(ops []*op) {
 		}
 		return
 	}
-	InstrBeginNS.Add(int64(time.Since(t0)))
-	t1 := time.Now()
 	b := &batch{e: e, tx: tx}
 	for i, o := range ops {
 		nAfter, nEvents, delta := len(b.after), len(b.events), b.delta
@@ -449,11 +446,7 @@ func (e *Engine) runBatch(ops []*op) {
 			errs[i] = err
 		}
 	}
-	InstrOpNS.Add(int64(time.Since(t1)))
-	t2 := time.Now()
-	cerr := tx.Commit()
-	InstrCommitNS.Add(int64(time.Since(t2)))
-	if err := cerr; err != nil {
+	if err := tx.Commit(); err != nil {
 		e.log.Error("tasks: commit failed", "err", err)
 		tx.Rollback()
 		for _, o := range ops {
@@ -462,6 +455,8 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	e.active += b.delta
+	e.commits.Add(1)
+	e.ops.Add(int64(len(ops)))
 	for _, f := range b.after {
 		f()
 	}

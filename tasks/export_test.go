@@ -16,3 +16,6 @@ func HoldDispatch(e *Engine, on bool) { e.holdDispatch.Store(on) }
 func Dispatch(e *Engine, id string) error {
 	return e.do(func(b *batch) error { return b.dispatch(id) })
 }
+
+// CommitStats reports group commits and the operations they carried.
+func CommitStats(e *Engine) (commits, ops int64) { return e.commits.Load(), e.ops.Load() }

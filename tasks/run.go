@@ -55,8 +55,14 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 		cancelReq: make(chan struct{}), done: make(chan struct{})}
 	e.mu.Lock()
 	e.runs[call.TaskID] = r
-	e.mu.Unlock()
+	if e.closing.Load() {
+		// Close settles it as interrupted; no backend call starts now.
+		e.mu.Unlock()
+		stop()
+		return
+	}
 	e.execWG.Add(1)
+	e.mu.Unlock()
 	go func() {
 		defer e.execWG.Done()
 		defer stop()

@@ -132,8 +132,8 @@ func (b *batch) dispatch(id string) error {
 		}
 		return b.settle(t, StateCancelled, EventCancelled, payload)
 	}
-	if t.State != taskdb.Accepted {
-		return nil
+	if t.State != taskdb.Accepted || b.e.closing.Load() {
+		return nil // shutting down: stays accepted for the next Start
 	}
 	backend, ok := b.e.cfg.Backends(t.Endpoint)
 	if !ok || backend == nil {

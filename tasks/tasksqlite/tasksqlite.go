@@ -25,6 +25,33 @@ type Driver struct {
 	mu      sync.Mutex
 	stmts   map[string]*sql.Stmt
 	pending map[string]bool
+	reads   map[string]*sql.Stmt // on the read pool
+}
+
+// readRow runs a hot read-side query as a prepared statement on the read
+// pool (database/sql prepares it again on each pooled connection).
+func (d *Driver) readRow(ctx context.Context, q string, args ...any) *sql.Row {
+	d.mu.Lock()
+	s, ok := d.reads[q]
+	d.mu.Unlock()
+	if !ok {
+		var err error
+		if s, err = d.db.Read.PrepareContext(ctx, q); err != nil {
+			return d.db.Read.QueryRowContext(ctx, q, args...)
+		}
+		d.mu.Lock()
+		if d.reads == nil {
+			d.reads = map[string]*sql.Stmt{}
+		}
+		if prev, ok := d.reads[q]; ok {
+			s.Close()
+			s = prev
+		} else {
+			d.reads[q] = s
+		}
+		d.mu.Unlock()
+	}
+	return s.QueryRowContext(ctx, args...)
 }
 
 // stmt returns the cached statement for q. Inside a transaction the
@@ -138,12 +165,12 @@ func boolInt(b bool) int {
 
 // Task reads one task from committed state.
 func (d *Driver) Task(ctx context.Context, id string) (*taskdb.Task, error) {
-	return scanTask(d.db.Read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	return scanTask(d.readRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
 }
 
 // TaskByRequest reads the replay record of a request from committed state.
 func (d *Driver) TaskByRequest(ctx context.Context, caller, endpoint, requestID string) (*taskdb.Task, error) {
-	return scanTask(d.db.Read.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks
+	return scanTask(d.readRow(ctx, `SELECT `+taskColumns+` FROM tasks
 		WHERE caller = ? AND endpoint = ? AND request_id = ?`, caller, endpoint, requestID))
 }
 
@@ -208,7 +235,7 @@ func (d *Driver) Events(ctx context.Context, taskID string) ([]taskdb.Event, err
 // Unsettled lists every non-terminal task.
 func (d *Driver) Unsettled(ctx context.Context) ([]taskdb.Task, error) {
 	rows, err := d.db.Read.QueryContext(ctx, `SELECT `+taskColumns+` FROM tasks
-		WHERE state IN ('accepted', 'running', 'input_required', 'cancelling') ORDER BY created_ns, id`)
+		WHERE result IS NULL ORDER BY created_ns, id`)
 	if err != nil {
 		return nil, fmt.Errorf("tasksqlite: unsettled: %w", err)
 	}
@@ -339,14 +366,28 @@ func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...string) (bool,
 	for i := range st {
 		st[i] = from[min(i, len(from)-1)]
 	}
-	dl, dlns := deadlineArgs(task)
-	res, err := t.exec(`UPDATE tasks SET state = ?, revision = ?, dispatched = ?, updated_ns = ?,
-		purge_after_ns = ?, input_request_id = ?, result = ?, cancel_key = ?, cancel_revision = ?,
-		deadline = ?, deadline_ns = ?
-		WHERE id = ? AND revision = ? AND state IN (?, ?, ?, ?, ?, ?, ?)`,
-		task.State, task.Revision, boolInt(task.Dispatched), ns(task.Updated), ns(task.PurgeAfter),
-		nullString(task.InputRequest), nullBytes(task.Result), nullBytes(task.CancelKey), cancelRev(task),
-		dl, dlns, task.ID, prevRev, st[0], st[1], st[2], st[3], st[4], st[5], st[6])
+	// Two statements: only a settlement writes result and purge_after_ns,
+	// so only it touches the partial indexes keyed on them. Identity and
+	// deadline columns never change.
+	var (
+		res sql.Result
+		err error
+	)
+	if task.Result == nil {
+		res, err = t.exec(`UPDATE tasks SET state = ?, revision = ?, dispatched = ?, updated_ns = ?,
+			input_request_id = ?, cancel_key = ?, cancel_revision = ?
+			WHERE id = ? AND revision = ? AND state IN (?, ?, ?, ?, ?, ?, ?)`,
+			task.State, task.Revision, boolInt(task.Dispatched), ns(task.Updated),
+			nullString(task.InputRequest), nullBytes(task.CancelKey), cancelRev(task),
+			task.ID, prevRev, st[0], st[1], st[2], st[3], st[4], st[5], st[6])
+	} else {
+		res, err = t.exec(`UPDATE tasks SET state = ?, revision = ?, updated_ns = ?, purge_after_ns = ?,
+			input_request_id = ?, result = ?
+			WHERE id = ? AND revision = ? AND state IN (?, ?, ?, ?, ?, ?, ?)`,
+			task.State, task.Revision, ns(task.Updated), ns(task.PurgeAfter),
+			nullString(task.InputRequest), task.Result,
+			task.ID, prevRev, st[0], st[1], st[2], st[3], st[4], st[5], st[6])
+	}
 	if err != nil {
 		return false, fmt.Errorf("tasksqlite: update task: %w", err)
 	}
@@ -398,7 +439,7 @@ func (t *Tx) SetInputStatus(taskID, requestID, status string, acceptKey []byte, 
 }
 
 func (t *Tx) Purge(now time.Time) (int64, error) {
-	res, err := t.exec(`DELETE FROM tasks WHERE state IN ('completed', 'failed', 'cancelled') AND purge_after_ns <= ?`, ns(now))
+	res, err := t.exec(`DELETE FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= ?`, ns(now))
 	if err != nil {
 		return 0, fmt.Errorf("tasksqlite: purge: %w", err)
 	}

@@ -37,10 +37,11 @@ CREATE TABLE tasks (
     CHECK ((cancel_key IS NULL) = (cancel_revision IS NULL))
 ) STRICT;
 
-CREATE INDEX tasks_unsettled ON tasks (state)
-    WHERE state IN ('accepted', 'running', 'input_required', 'cancelling');
-CREATE INDEX tasks_purge ON tasks (purge_after_ns)
-    WHERE state IN ('completed', 'failed', 'cancelled');
+-- A task is terminal exactly when result is set (CHECK above). Keying the
+-- partial indexes on result rather than state means only settlement touches
+-- them, not every transition.
+CREATE INDEX tasks_unsettled ON tasks (created_ns) WHERE result IS NULL;
+CREATE INDEX tasks_purge ON tasks (purge_after_ns) WHERE result IS NOT NULL;
 CREATE INDEX tasks_version ON tasks (endpoint, api_version);
 
 -- Every committed change is one revision, and terminal states never change.

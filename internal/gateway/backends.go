@@ -76,3 +76,22 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 
 // secrets lists every configured secret, for the bridges' own scrubbing.
 func (g *Gateway) secrets() []string { return Secrets(g.cfg) }
+
+// backendReadiness adapts the bridges' own state to readyBackend: a bridge
+// is ready once it has published its manifest, which it does only with a
+// live session.
+func backendReadiness(b any) (readyBackend, bool) {
+	switch x := b.(type) {
+	case readyBackend:
+		return x, true
+	case *mcpbridge.Backend:
+		return readyFunc(func() bool { v, _ := x.Current(); return v != "" }), true
+	case *connectorbridge.Backend:
+		return readyFunc(func() bool { v, _, _ := x.Published(); return v != "" }), true
+	}
+	return nil, false
+}
+
+type readyFunc func() bool
+
+func (f readyFunc) Ready() bool { return f() }

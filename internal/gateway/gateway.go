@@ -231,9 +231,6 @@ func (g *Gateway) registerStaticManifests(ctx context.Context) error {
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := g.Engine.Start(ctx); err != nil {
-		return fmt.Errorf("task engine: %w", err)
-	}
 	var wg sync.WaitGroup
 	goRun := func(name string, f func(ctx context.Context) error) {
 		wg.Add(1)
@@ -256,6 +253,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	for _, s := range g.starters {
 		goRun("backend", s)
+	}
+	// Tasks still accepted at the last stop are dispatched by Engine.Start;
+	// give the backends a bounded time to come up first, so those tasks
+	// reach a live backend instead of failing as unavailable.
+	g.waitBackends(ctx, backendStartWait)
+	if err := g.Engine.Start(ctx); err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("task engine: %w", err)
 	}
 	g.Component.OnConnect(func(ctx context.Context) { g.Presence.Rebroadcast(ctx) })
 	err := g.Component.Run(ctx)
@@ -321,4 +327,33 @@ func opClass(space, local string) federation.Op {
 		return federation.OpSchema
 	}
 	return federation.OpDiscovery
+}
+
+// backendStartWait bounds how long Run waits for backends before it starts
+// the task engine and connects to the XMPP server.
+const backendStartWait = 20 * time.Second
+
+// readyBackend is a backend that can say whether it is serving.
+type readyBackend interface{ Ready() bool }
+
+// waitBackends waits until every backend that can tell reports ready, or
+// the timeout passes; it logs those that did not come up.
+func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var waiting []string
+		for ep, b := range g.backends {
+			if rb, ok := backendReadiness(b); ok && !rb.Ready() {
+				waiting = append(waiting, ep)
+			}
+		}
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			g.log.Warn("backends not ready; starting anyway (their tasks fail as retryable until they are)", "endpoints", waiting, "waited", timeout)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -1,0 +1,253 @@
+package gatewaytest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/component/componenttest"
+	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskxmpp"
+)
+
+// Load shape of both admission benchmarks.
+const (
+	benchConns    = 4  // client connections, one user each
+	benchInFlight = 16 // invokes outstanding per connection
+)
+
+// baselineRate is the last BenchmarkAdmissionBaseline result, for the
+// ratio BenchmarkAdmission reports when both run.
+var baselineRate float64
+
+// BenchmarkAdmissionBaseline is the same invoke IQ round trip through
+// Prosody, answered with a canned <accepted/> by a trivial component:
+// no validation, no persistence. It runs first (source order).
+func BenchmarkAdmissionBaseline(b *testing.B) {
+	srv := xmppharness.StartProsody(b, xmppharness.ProsodyOptions{})
+	users := benchUsers(b, srv)
+	domain := jid.MustParse(srv.ComponentDomain)
+	r := component.NewRouter(domain, allEndpoints{}, slog.New(slog.DiscardHandler))
+	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(
+		func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
+			now := time.Now().UTC()
+			return taskxmpp.AcceptedElement(tasks.Accepted{
+				TaskID: ids.New("task-"), RequestID: iq.Payload.AttrValue("request-id"),
+				Created: now, RetainUntil: now.Add(24 * time.Hour),
+			}), nil
+		}))
+	componenttest.Start(b, component.Config{Domain: domain, Addr: srv.ComponentAddr, Secret: srv.ComponentSecret,
+		Logger: slog.New(slog.DiscardHandler)}, r)
+	e := &Env{T: b, Server: srv, Domain: srv.ComponentDomain}
+	clients := benchClients(b, e, users)
+	ep := jid.MustParse("echo@" + srv.ComponentDomain)
+	req := func() *agentclient.InvokeRequest {
+		return &agentclient.InvokeRequest{Tool: "echo", Version: "1.0.0",
+			ManifestHash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Arguments: json.RawMessage(`{"message":"hi"}`)}
+	}
+	baselineRate = driveInvokes(b, srv, clients, ep, req)
+}
+
+// BenchmarkAdmission measures durable admissions through Prosody: invokes
+// from benchConns connections with benchInFlight outstanding each, against
+// the in-process gateway's scripted echo agent. Every <accepted/> is sent
+// after the task row and its replay record are committed
+// (synchronous=FULL); the tasks then run and complete, sending their
+// events, as in production.
+func BenchmarkAdmission(b *testing.B) {
+	var users []string
+	for i := 0; i < benchConns; i++ {
+		users = append(users, fmt.Sprintf("bench%d", i))
+	}
+	e := Start(b, Options{Agents: []Agent{{Localpart: "echo"}}, Users: users, TOML: `
+[federation]
+invoke_per_second = 1000000
+invoke_burst = 1000000
+discovery_per_second = 1000000
+discovery_burst = 1000000
+schema_per_second = 1000000
+schema_burst = 1000000
+
+[tasks]
+max_active = 1000000
+`})
+	clients := benchClients(b, e, users)
+	ep := e.Endpoint("echo")
+	m, ok := e.Gateway.Registry.Active(ep.String())
+	if !ok {
+		b.Fatal("echo has no active manifest")
+	}
+	req := func() *agentclient.InvokeRequest {
+		return &agentclient.InvokeRequest{Tool: "echo", Version: m.Version, ManifestHash: m.Hash,
+			Arguments: json.RawMessage(`{"message":"hi"}`)}
+	}
+	rate := driveInvokes(b, e.Server, clients, ep, req)
+	if baselineRate > 0 {
+		b.ReportMetric(100*rate/baselineRate, "%-of-baseline")
+	}
+}
+
+func benchUsers(b *testing.B, srv *xmppharness.Server) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var users []string
+	for i := 0; i < benchConns; i++ {
+		u := fmt.Sprintf("bench%d", i)
+		if err := srv.Register(ctx, u, Password+u); err != nil {
+			b.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	return users
+}
+
+func benchClients(b *testing.B, e *Env, users []string) []*agentclient.Client {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []*agentclient.Client
+	for _, u := range users {
+		c, _, err := e.TryDial(ctx, u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Retries = 0
+		out = append(out, c)
+	}
+	return out
+}
+
+// allEndpoints makes every JID below the domain an existing, visible
+// endpoint.
+type allEndpoints struct{}
+
+func (allEndpoints) Resolve(_, _ jid.JID) (bool, bool) { return true, true }
+
+// driveInvokes sends invokes from every client, benchInFlight at a time
+// each, for the benchmark's duration, and reports admissions/s, p50-ms and
+// p99-ms, plus the CPU the XMPP server and this process (clients, and the
+// gateway when in-process) used per second of wall time. It returns the
+// rate.
+func driveInvokes(b *testing.B, srv *xmppharness.Server, clients []*agentclient.Client, ep jid.JID, req func() *agentclient.InvokeRequest) float64 {
+	ctx := context.Background()
+	// Warm up: one invoke per connection (statement caches, TLS, routes).
+	for _, c := range clients {
+		if _, err := c.Invoke(ctx, ep, req()); err != nil {
+			b.Fatalf("warm-up invoke: %v", err)
+		}
+	}
+	work := make(chan struct{})
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		lat     []time.Duration
+		failure error
+	)
+	for _, c := range clients {
+		for w := 0; w < benchInFlight; w++ {
+			wg.Add(1)
+			go func(c *agentclient.Client) {
+				defer wg.Done()
+				var mine []time.Duration
+				for range work {
+					r := req()
+					t0 := time.Now()
+					acc, err := c.Invoke(ctx, ep, r)
+					d := time.Since(t0)
+					if err == nil && (acc.RequestID != r.RequestID || acc.Revision != 0 || acc.TaskID == "") {
+						err = fmt.Errorf("bad acceptance %+v", *acc)
+					}
+					if err != nil {
+						mu.Lock()
+						if failure == nil {
+							failure = err
+						}
+						mu.Unlock()
+						continue
+					}
+					mine = append(mine, d)
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			}(c)
+		}
+	}
+	srvCPU0 := procCPU(srv.PID())
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	start := time.Now()
+	for b.Loop() {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	srvCPU := procCPU(srv.PID()) - srvCPU0
+	var ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	selfCPU := rusageSeconds(ru1) - rusageSeconds(ru0)
+	if failure != nil {
+		b.Fatalf("invoke: %v", failure)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	rate := float64(len(lat)) / elapsed.Seconds()
+	b.ReportMetric(rate, "admissions/s")
+	b.ReportMetric(millis(latencyQuantile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(millis(latencyQuantile(lat, 0.99)), "p99-ms")
+	if srvCPU >= 0 {
+		b.ReportMetric(100*srvCPU/elapsed.Seconds(), "server-cpu-%")
+	}
+	b.ReportMetric(100*selfCPU/elapsed.Seconds(), "gotest-cpu-%")
+	return rate
+}
+
+func latencyQuantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// procCPU is the user+system CPU seconds pid has used, or -1.
+func procCPU(pid int) float64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	// After the name: state(0) ... utime(11) stime(12), in clock ticks.
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ is 100 on Linux
+}
+
+func rusageSeconds(r syscall.Rusage) float64 {
+	return float64(r.Utime.Sec+r.Stime.Sec) + float64(r.Utime.Usec+r.Stime.Usec)/1e6
+}

@@ -16,7 +16,9 @@ import (
 // locally before anything is sent.
 type ArgumentError struct{ Err error }
 
-func (e *ArgumentError) Error() string { return "arguments do not match the tool's input schema: " + e.Err.Error() }
+func (e *ArgumentError) Error() string {
+	return "arguments do not match the tool's input schema: " + e.Err.Error()
+}
 func (e *ArgumentError) Unwrap() error { return e.Err }
 
 // Pinned is everything a caller needs to invoke a tool with exact pins.

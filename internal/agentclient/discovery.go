@@ -43,17 +43,17 @@ func (c *Client) FindGateways(ctx context.Context, server jid.JID) ([]jid.JID, e
 
 // EndpointInfo is an endpoint's disco#info with its information form.
 type EndpointInfo struct {
-	JID               string
-	Name              string // identity name
-	ServerName        string
-	ServerTitle       string
-	Description       string
-	Version           string
-	ManifestHash      string
-	ColdStart         bool
-	ReplaySeconds     int
-	Features          map[string]bool
-	IsEndpoint        bool // identity automation/agent-endpoint present
+	JID           string
+	Name          string // identity name
+	ServerName    string
+	ServerTitle   string
+	Description   string
+	Version       string
+	ManifestHash  string
+	ColdStart     bool
+	ReplaySeconds int
+	Features      map[string]bool
+	IsEndpoint    bool // identity automation/agent-endpoint present
 }
 
 // Endpoint queries an endpoint's information.

@@ -186,7 +186,7 @@ type taskEvents struct {
 }
 
 const (
-	maxTrackedTasks = 4096
+	maxTrackedTasks  = 4096
 	maxEventsPerTask = 4096
 )
 

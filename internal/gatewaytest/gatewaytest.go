@@ -370,7 +370,6 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // ErrCondition is agentclient.Condition re-exported for brevity in tests.
 func ErrCondition(err error) string { return agentclient.Condition(err) }
 
-
 var (
 	buildOnce sync.Once
 	buildPath string

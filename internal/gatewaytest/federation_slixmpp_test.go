@@ -1,0 +1,57 @@
+package gatewaytest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// TestFederationSlixmpp runs the trust scenario with slixmpp as the remote
+// client: alice@a.test reaches agents.b.test over s2s between two real
+// Prosody servers, while the operator changes grants with `agentgw trust`.
+func TestFederationSlixmpp(t *testing.T) {
+	needSlixmpp(t)
+	a, b := xmppharness.StartFederation(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := a.Register(ctx, "alice", Password+"alice"); err != nil {
+		t.Fatal(err)
+	}
+	e := Start(t, Options{Server: b, Agents: []Agent{{Localpart: "weather"}}})
+	ep := e.Endpoint("weather").String()
+	m, ok := e.Gateway.Registry.Active(ep)
+	if !ok {
+		t.Fatal("weather has no active manifest")
+	}
+	run := func(mode string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, systemPython, slixmppScript(t, "federation.py"),
+			"--jid", "alice@"+a.Domain, "--password", Password+"alice",
+			"--server", a.C2SAddr, "--gateway", e.Domain, "--ca", a.CAFile,
+			"--mode", mode, "--endpoint", ep, "--version", m.Version, "--hash", m.Hash)
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("federation.py --mode %s: %v\n%s\n%s", mode, err, out, errb.String())
+		}
+		t.Logf("mode %s:\n%s", mode, out)
+	}
+	run("none")
+	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--visibility", a.Domain)
+	time.Sleep(time.Second) // grants apply within one second
+	run("visibility")
+	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, "--visibility", a.Domain)
+	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--invocation", a.Domain)
+	time.Sleep(time.Second)
+	run("invocation")
+	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, a.Domain)
+	time.Sleep(time.Second)
+	run("none")
+}

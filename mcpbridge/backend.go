@@ -31,6 +31,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -129,6 +130,9 @@ func New(o Options) (*Backend, error) {
 	bare, local, err := bareJID(o.Agent.JID)
 	if err != nil {
 		return nil, fmt.Errorf("mcpbridge: %w", err)
+	}
+	if v := o.Agent.Version; v != "" && !ids.ValidVersion(v) {
+		return nil, errors.New("mcpbridge: agent version does not match [A-Za-z0-9._~-]{1,64}")
 	}
 	if o.ComponentDomain != "" {
 		d, err := jid.Parse(o.ComponentDomain)

@@ -163,21 +163,19 @@ func TestEngineWithEverything(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		id := admit("trigger-long-running-operation", `{"duration":5,"steps":10}`)
-		ev, err := rec.Wait(ctx, id, tasks.EventProgress)
-		if err != nil {
+		if _, err := rec.Wait(ctx, id, tasks.EventProgress); err != nil {
 			t.Fatal(err)
 		}
 		snap, err := eng.State(ctx, alice, testJID, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = ev
 		if _, _, err := eng.Cancel(ctx, tasks.CancelRequest{Caller: alice, Endpoint: testJID, TaskID: id, ExpectedRevision: snap.Revision}); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		if done := terminal(id); done.Type != tasks.EventCancelled || time.Since(start) > 3*time.Second {
-			t.Errorf("%s after %v", done.Type, time.Since(start))
+		// The operation runs 5 s; without cancellation it would complete.
+		if done := terminal(id); done.Type != tasks.EventCancelled {
+			t.Errorf("%s %s", done.Type, done.Payload)
 		}
 	})
 	t.Run("server killed", func(t *testing.T) {

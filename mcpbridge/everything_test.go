@@ -568,7 +568,8 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 }
 
 func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
-	b, err := New(Options{Agent: stdioAgent([]string{"/nonexistent/mcp-server"})})
+	log, _ := testLogger(t)
+	b, err := New(Options{Agent: stdioAgent([]string{"/nonexistent/mcp-server"}), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +585,8 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 }
 
 func TestEverythingInitialize(t *testing.T) {
-	b, err := New(Options{Agent: stdioAgent(everythingCmd(t))})
+	log, _ := testLogger(t)
+	b, err := New(Options{Agent: stdioAgent(everythingCmd(t)), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +603,7 @@ func TestEverythingDeadlineAndShutdown(t *testing.T) {
 	r := newFakeRun()
 	s.b.Execute(context.Background(), tasks.Call{TaskID: "t-dl", Tool: "trigger-long-running-operation",
 		Arguments: json.RawMessage(`{"duration":5,"steps":5}`), Deadline: time.Now().Add(300 * time.Millisecond)}, r)
-	r.wait(t, time.Second)
+	r.wait(t, 10*time.Second)
 	if r.failure == nil || r.failure.Code != tasks.CodeDeadlineExpired {
 		t.Errorf("deadline: %s", r.outcome())
 	}

@@ -262,17 +262,8 @@ func start(t *testing.T, agent config.Agent, tweak func(*Options)) *started {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Start(ctx) }()
-	s.stop = func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Start returned %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("Start did not return after cancel")
-		}
-	}
+	var once sync.Once
+	s.stop = func() { once.Do(func() { stopOnce(t, cancel, done) }) }
 	t.Cleanup(func() {
 		s.stop()
 		// Every manifest and result must come from the raw frames.
@@ -282,6 +273,18 @@ func start(t *testing.T, agent config.Agent, tweak func(*Options)) *started {
 	})
 	s.waitUp(t, 60*time.Second)
 	return s
+}
+
+func stopOnce(t *testing.T, cancel func(), done chan error) {
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Errorf("Start did not return after cancel")
+	}
 }
 
 func (s *started) waitUp(t *testing.T, d time.Duration) {

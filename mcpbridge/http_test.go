@@ -142,7 +142,8 @@ func TestHTTPWrongHeader(t *testing.T) {
 	token := ids.New("tok-")
 	url, rejected := httpServer(t, token, false)
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token+"-wrong")
-	b, err := New(Options{Agent: config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}})
+	log, _ := testLogger(t)
+	b, err := New(Options{Logger: log, Agent: config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

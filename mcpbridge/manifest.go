@@ -118,7 +118,11 @@ func (b *Backend) listTools(ctx context.Context, s *session) ([]json.RawMessage,
 				}
 			}
 		}
-		all = append(all, tools...)
+		for _, t := range tools {
+			// Secrets never reach a manifest, whatever the server lists.
+			t, _ = b.red.json(t)
+			all = append(all, t)
+		}
 		if next == "" {
 			return all, nil
 		}
@@ -173,9 +177,14 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 
 	agent := map[string]any{"jid": b.jid}
 	cfg := b.o.Agent
-	info := st.info
-	if info == nil {
-		info = &mcp.Implementation{}
+	info := &mcp.Implementation{}
+	if st.info != nil {
+		info = &mcp.Implementation{
+			Name:        b.red.text(st.info.Name),
+			Title:       b.red.text(st.info.Title),
+			Description: b.red.text(st.info.Description),
+			Version:     b.red.text(st.info.Version),
+		}
 	}
 	name := firstNonEmpty(cfg.Name, info.Name, b.local)
 	agent["name"] = bound(xmlSanitize(name), maxAgentName)

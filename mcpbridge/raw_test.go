@@ -91,6 +91,9 @@ func TestRawManifest(t *testing.T) {
 	if _, ok := tools["iconic"]["icons"]; ok {
 		t.Error("icons member kept")
 	}
+	if strings.Contains(string(s.pub.all()[0]), secret) || string(tools["secret-echo"]["description"]) != `"Echoes [redacted]."` {
+		t.Errorf("secret in the manifest: %s", tools["secret-echo"]["description"])
+	}
 	logs := s.logs.String()
 	if strings.Count(logs, "left out of the manifest") != 2 {
 		t.Errorf("dropped tools not logged:\n%s", logs)

@@ -31,7 +31,7 @@ const rawToolsPage1 = `[
 ]`
 
 const rawToolsPage2 = `[
- {"name":"secret-echo","inputSchema":{"type":"object"}},
+ {"name":"secret-echo","description":"Echoes RAW_SECRET.","inputSchema":{"type":"object"}},
  {"name":"plain","description":"duplicate name","inputSchema":{"type":"object"}},
  {"name":"rpc-error","inputSchema":{"type":"object"}},
  {"name":"sample","inputSchema":{"type":"object"}},
@@ -129,7 +129,7 @@ func rawServer() {
 			case "":
 				reply(`{"tools":` + rawToolsPage1 + `,"nextCursor":"p2"}`)
 			case "p2":
-				reply(`{"tools":` + rawToolsPage2 + `,"nextCursor":"p3"}`)
+				reply(`{"tools":` + strings.Replace(rawToolsPage2, "RAW_SECRET", secret, 1) + `,"nextCursor":"p3"}`)
 			case "p3":
 				reply(`{"tools":` + rawToolsPage3(added) + `}`)
 			default:

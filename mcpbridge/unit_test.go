@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/tasks"
 )
 
 func TestSchemaDialectTranslation(t *testing.T) {
@@ -148,3 +151,41 @@ func TestTapSSE(t *testing.T) {
 type nopCloser struct{ *strings.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+func TestFrameTapSplitsValues(t *testing.T) {
+	stream := `{"id":1,"result":{"t":"a}b\"{c\\"}}` + "\n" + `  {"id":2,"result":[1,{"x":"]"}]}` + "\r\nnot json\n" + `{"id":3}`
+	for chunk := 1; chunk <= len(stream); chunk++ {
+		var got []string
+		f := frameTap{fn: func(b []byte) { got = append(got, string(b)) }}
+		for i := 0; i < len(stream); i += chunk {
+			f.feed([]byte(stream[i:min(i+chunk, len(stream))]))
+		}
+		// The last value is complete without a trailing newline.
+		want := []string{`{"id":1,"result":{"t":"a}b\"{c\\"}}`, `{"id":2,"result":[1,{"x":"]"}]}`, `{"id":3}`}
+		if !slices.Equal(got, want) {
+			t.Fatalf("chunk %d: %q", chunk, got)
+		}
+	}
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	cmd := &config.MCP{Command: []string{"server"}}
+	for name, o := range map[string]Options{
+		"no mcp table":       {Agent: config.Agent{JID: testJID}},
+		"command and url":    {Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{"x"}, URL: "http://127.0.0.1:1/mcp"}}},
+		"neither":            {Agent: config.Agent{JID: testJID, MCP: &config.MCP{}}},
+		"empty command":      {Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{""}}}},
+		"full jid":           {Agent: config.Agent{JID: testJID + "/res", MCP: cmd}},
+		"domain only":        {Agent: config.Agent{JID: "agents.example.test", MCP: cmd}},
+		"outside the domain": {Agent: config.Agent{JID: "a@elsewhere.test", MCP: cmd}, ComponentDomain: "agents.example.test"},
+		"bad version":        {Agent: config.Agent{JID: testJID, MCP: cmd, Version: "1 2"}},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	b, err := New(Options{Agent: config.Agent{JID: "Everything@Agents.Example.Test", MCP: cmd}, ComponentDomain: "agents.example.test"})
+	if err != nil || b.Endpoint() != testJID || b.Features() != (tasks.Features{Progress: true, Cancel: true, Input: true}) {
+		t.Errorf("New: %v %v", b, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
 func init() {
@@ -75,6 +76,9 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Retained tasks in the store pin their versions whether or not a
+	// gateway is running; without this, removal would ignore them.
+	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
 	switch sub {
 	case "register":
 		raw, err := os.ReadFile(pos[0])
@@ -152,4 +156,14 @@ func adminError(err error) error {
 		return exitError{code: 1, msg: err.Error()}
 	}
 	return err
+}
+
+// storeReferences is directory.ReferenceChecker over the tasks in the store.
+type storeReferences struct {
+	ctx context.Context
+	d   *tasksqlite.Driver
+}
+
+func (s storeReferences) VersionReferenced(endpoint, version string) (bool, error) {
+	return s.d.VersionReferenced(s.ctx, endpoint, version)
 }

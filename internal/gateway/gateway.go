@@ -95,6 +95,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 			g.DB.Close()
 		}
 	}()
+	// A gateway on a read-only store would serve discovery and refuse
+	// every admission; it does not start.
+	if err := g.DB.CheckWritable(ctx); err != nil {
+		return nil, err
+	}
 	g.Registry, err = directory.NewRegistry(ctx, g.DB, log)
 	if err != nil {
 		return nil, err

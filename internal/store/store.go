@@ -80,6 +80,22 @@ func (db *DB) Close() error {
 	return errors.Join(db.Read.Close(), db.Write.Close())
 }
 
+// CheckWritable returns an error when the store cannot be written. SQLite
+// opens a write-protected file (a read-only mount) read-only without an
+// error, and neither BEGIN IMMEDIATE nor an already applied migration
+// notices; only a write does. The probe row is rolled back.
+func (db *DB) CheckWritable(ctx context.Context) error {
+	tx, err := db.Write.BeginTx(ctx, nil)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations(name) VALUES ('store-write-probe')`)
+		tx.Rollback()
+	}
+	if err != nil {
+		return fmt.Errorf("store: %s is not writable: %w", db.Path, err)
+	}
+	return nil
+}
+
 // QuickCheck runs PRAGMA quick_check and returns nil when it reports ok.
 func (db *DB) QuickCheck(ctx context.Context) error {
 	return pragmaCheck(ctx, db.Read, "quick_check")

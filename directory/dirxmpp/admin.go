@@ -110,6 +110,10 @@ func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Elem
 		return nil, component.ErrBadRequest("Exactly one manifest element is required.")
 	}
 	doc := docs[0]
+	// Simple content: a child element would splice the JSON text.
+	if len(doc.Children) > 0 {
+		return nil, component.ErrBadRequest("The manifest must be text.")
+	}
 	if doc.AttrValue("media-type") != ns.MediaJSON {
 		return nil, component.ErrBadRequest("The manifest media-type must be application/json.")
 	}

@@ -170,6 +170,9 @@ func parseHash(el *xmltree.Element) (string, error) {
 		return "", component.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
 	}
 	h := hashes[0]
+	if len(h.Children) > 0 {
+		return "", component.ErrBadRequest("The hash value is malformed.")
+	}
 	if h.AttrValue("algo") != ns.HashAlgo {
 		return "", component.ErrBadRequest("The hash algorithm must be sha-256.")
 	}

@@ -51,6 +51,10 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 				return inv, component.ErrBadRequest("duplicate arguments")
 			}
 			seenArgs = true
+			// Simple content: a child element would splice the JSON text.
+			if len(c.Children) > 0 {
+				return inv, component.ErrBadRequest("arguments must be text")
+			}
 			mt, ok := c.LookupAttr("media-type")
 			if !ok {
 				return inv, component.ErrBadRequest("arguments need media-type='application/json'")
@@ -62,6 +66,9 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 				return inv, component.ErrBadRequest("duplicate deadline")
 			}
 			seenDeadline = true
+			if len(c.Children) > 0 {
+				return inv, component.ErrBadRequest("deadline must be text")
+			}
 			if _, err := xmpptimeParse(c.Text); err != nil {
 				return inv, component.ErrBadRequest("deadline is not an XEP-0082 date-time")
 			}
@@ -93,6 +100,9 @@ func ParseProvideInput(p *xmltree.Element) (tasks.InputSubmission, error) {
 		return in, component.ErrBadRequest("provide-input needs exactly one input element")
 	}
 	c := p.Children[0]
+	if len(c.Children) > 0 {
+		return in, component.ErrBadRequest("input must be text")
+	}
 	mt, ok := c.LookupAttr("media-type")
 	if !ok {
 		return in, component.ErrBadRequest("input needs media-type='application/json'")
@@ -154,6 +164,9 @@ func parseHashContainer(c *xmltree.Element) (string, error) {
 		return "", component.ErrBadRequest("manifest-hash needs exactly one urn:xmpp:hashes:2 hash")
 	}
 	h := c.Children[0]
+	if len(h.Children) > 0 {
+		return "", component.ErrBadRequest("manifest hash must be text")
+	}
 	if h.AttrValue("algo") != ns.HashAlgo {
 		return "", component.ErrBadRequest("only sha-256 manifest hashes are supported")
 	}

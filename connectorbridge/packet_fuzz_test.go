@@ -1,0 +1,66 @@
+package connectorbridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/agentgw/agentgw/internal/fuzzcheck"
+)
+
+// FuzzDecodePacket feeds data-plane text messages (seeds in
+// testdata/fuzz/FuzzDecodePacket) to the envelope decoder. Rejections quote
+// nothing from the packet; accepted envelopes hold the §7 invariants and
+// decode to the same packet after being written back out.
+func FuzzDecodePacket(f *testing.F) {
+	vocab := fuzzcheck.Vocabulary(f, "connectorbridge")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := decodePacket(data)
+		if err != nil {
+			if w := vocab.Foreign(err.Error()); w != "" {
+				t.Fatalf("error %q carries %q, which no source literal spells: reflected input", err, w)
+			}
+			return
+		}
+		switch {
+		case p.Schema != PacketSchema, !validWireID(p.PacketID), !validType(p.Type):
+			t.Fatalf("accepted envelope %+v", p)
+		case p.RequestID != "" && !validWireID(p.RequestID), p.ReplyTo != "" && !validWireID(p.ReplyTo),
+			p.ConnectorChannelID != "" && !validWireID(p.ConnectorChannelID):
+			t.Fatalf("accepted malformed identifiers %+v", p)
+		case p.Error != nil && !validCode(p.Error.Code):
+			t.Fatalf("error code %q reached the caller unchecked", p.Error.Code)
+		}
+		if len(p.Payload) > 0 && !json.Valid(p.Payload) {
+			t.Fatalf("payload is not JSON")
+		}
+		out, err := json.Marshal(p)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		again, err := decodePacket(out)
+		if err != nil {
+			t.Fatalf("written packet rejected: %v\n%s", err, out)
+		}
+		if !samePacket(p, again) {
+			t.Fatalf("packet changed through a round trip:\n%+v\n%+v", p, again)
+		}
+	})
+}
+
+func samePacket(a, b *Packet) bool {
+	compact := func(r json.RawMessage) string {
+		var buf bytes.Buffer
+		if len(r) == 0 || json.Compact(&buf, r) != nil {
+			return string(r)
+		}
+		return buf.String()
+	}
+	ea, eb := a.Error, b.Error
+	if (ea == nil) != (eb == nil) || ea != nil && *ea != *eb {
+		return false
+	}
+	return a.Schema == b.Schema && a.PacketID == b.PacketID && a.RequestID == b.RequestID && a.ReplyTo == b.ReplyTo &&
+		a.ConnectorChannelID == b.ConnectorChannelID && a.Type == b.Type && a.Time == b.Time &&
+		compact(a.Payload) == compact(b.Payload)
+}

@@ -2,7 +2,6 @@ package dirxmpp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
@@ -118,8 +118,16 @@ func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Elem
 		return nil, component.ErrBadRequest("The manifest media-type must be application/json.")
 	}
 	raw := []byte(doc.Text)
-	if !json.Valid(raw) {
-		return nil, component.ErrBadRequest("The manifest is not well-formed JSON.")
+	// Malformed JSON is a bad request; a document past the limits is a
+	// resource constraint; everything else is the validator's to judge.
+	if _, err := ijson.Parse(raw, directory.ManifestLimits); err != nil {
+		var je *ijson.Error
+		switch {
+		case ijson.IsLimit(err):
+			return nil, component.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
+		case errors.As(err, &je) && je.Kind == ijson.KindSyntax:
+			return nil, component.ErrBadRequest("The manifest is not well-formed JSON.")
+		}
 	}
 	m, err := a.s.Admin.Register(ctx, raw)
 	if err != nil {

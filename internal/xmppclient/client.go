@@ -72,6 +72,8 @@ type Client struct {
 	queueSig chan struct{}
 	held     map[string][]*xmltree.Element // by stanza name, while its callback is nil
 
+	sendMu sync.Mutex // serializes writes and their deadlines
+
 	done      chan struct{}
 	serveErr  error
 	closeOnce sync.Once
@@ -351,11 +353,32 @@ func (c *Client) Send(ctx context.Context, el *xmltree.Element) error {
 	default:
 	}
 	out := qualify(el, NS)
-	if err := c.session.Send(ctx, out.Tokens()); err != nil {
+	// mellium v0.22 arms a goroutine per Send that, once ctx ends, moves the
+	// connection's write deadline into the past. When ctx ends just as a
+	// Send returns (an IQ's timeout context is cancelled right after), that
+	// goroutine can fire during the next Send and fail it with an i/o
+	// timeout. So the context passed down never ends, and the deadline is
+	// set here, with writes serialized so deadlines cannot cross.
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(sendTimeout)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("xmppclient: send: %w", err)
+	}
+	_ = c.conn.SetWriteDeadline(deadline)
+	err := c.session.Send(context.Background(), out.Tokens())
+	_ = c.conn.SetWriteDeadline(time.Time{})
+	if err != nil {
 		return fmt.Errorf("xmppclient: send: %w", err)
 	}
 	return nil
 }
+
+// sendTimeout bounds a write whose context has no deadline.
+const sendTimeout = 30 * time.Second
 
 // SendIQ sends an IQ get or set and waits for the reply, which is returned
 // whether its type is result or error (see StanzaErrorCondition). It sets an

@@ -67,9 +67,15 @@ func accStart(t *testing.T, localpart string, toml func(domain string) string) (
 	ep := e.Endpoint(localpart)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	var lastErr error
+	defer func() {
+		if t.Failed() {
+			t.Logf("last manifest error: %v\ngateway log tail:\n%s", lastErr, tail(e.Log.String(), 4000))
+		}
+	}()
 	WaitFor(t, 90*time.Second, localpart+"'s published manifest", func() bool {
-		_, err := c.GetManifest(ctx, ep, "")
-		return err == nil
+		_, lastErr = c.GetManifest(ctx, ep, "")
+		return lastErr == nil
 	})
 	return e, c, conn, ep
 }

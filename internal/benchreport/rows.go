@@ -1,0 +1,344 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Metric names one reported figure: a benchmark's metric, optionally
+// transformed for display (ns/op to ms, ns/op to operations per second).
+type Metric struct {
+	Pkg, Bench, Unit string
+	// Show is the unit displayed; Conv converts the raw value to it.
+	Show string
+	Conv func(float64) float64
+	// Log, when set, reads the value from a test log line instead: the
+	// first submatch of Log in Pkg's output.
+	Log *regexp.Regexp
+}
+
+func (m Metric) value(r *Results) (float64, bool) {
+	var v float64
+	if m.Log != nil {
+		sm := r.LogMatch(m.Pkg, m.Log)
+		if sm == nil {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(sm[1], 64)
+		if err != nil {
+			return 0, false
+		}
+		v = f
+	} else {
+		f, ok := r.Get(m.Pkg, m.Bench, m.Unit)
+		if !ok {
+			return 0, false
+		}
+		v = f
+	}
+	if m.Conv != nil {
+		v = m.Conv(v)
+	}
+	return v, true
+}
+
+func (m Metric) unit() string {
+	if m.Show != "" {
+		return m.Show
+	}
+	return prettyUnit(m.Unit)
+}
+
+// prettyUnit turns a metric name into the unit a reader expects:
+// "p50-ms" → "ms", "direct-calls/s" → "calls/s", "lost-revisions" →
+// "lost revisions".
+func prettyUnit(u string) string {
+	if i := strings.LastIndexByte(u, '-'); i >= 0 {
+		switch suffix := u[i+1:]; suffix {
+		case "ms", "s", "MB":
+			return suffix
+		}
+	}
+	u = strings.TrimPrefix(u, "direct-")
+	return strings.ReplaceAll(u, "-", " ")
+}
+
+func nsToMS(v float64) float64   { return v / 1e6 }
+func nsToUS(v float64) float64   { return v / 1e3 }
+func nsToRate(v float64) float64 { return 1e9 / v }
+
+// Target is what a figure (or its ratio to the baseline) must reach.
+type Target struct {
+	OnRatio bool    // compare the ratio instead of the figure
+	Op      string  // ">=", "<=", "<" or "=="
+	Value   float64 // ratios are fractions: 0.5 is 50 %
+	Text    string
+}
+
+func (t Target) met(v float64) bool {
+	switch t.Op {
+	case ">=":
+		return v >= t.Value
+	case "<=":
+		return v <= t.Value
+	case "<":
+		return v < t.Value
+	case "==":
+		return v == t.Value
+	}
+	return false
+}
+
+// Profile says how to profile a scenario whose target was missed.
+type Profile struct {
+	Pkg, Bench, Benchtime string
+	Mem                   bool // heap (inuse_space) instead of CPU
+}
+
+// Row is one line of the report table.
+type Row struct {
+	ID       string
+	Scenario string
+	Figure   Metric
+	Baseline *Metric
+	BaseNote string // what the baseline is
+	// Percent shows the ratio as a percentage (throughputs); otherwise as
+	// a factor (latencies, sizes).
+	Percent bool
+	Target  *Target
+	Profile *Profile
+	// Why says what structurally bounds the figure; the report prints it
+	// when the target is missed.
+	Why string
+}
+
+// Outcome is a row evaluated against the results.
+type Outcome struct {
+	Row
+	Fig, Base, Ratio          float64
+	HasFig, HasBase, HasRatio bool
+	Runs                      int   // > 1 when Ratio is the median of paired runs
+	Met                       *bool // nil: no target, or not measured
+}
+
+func (r Row) evaluate(res *Results) Outcome {
+	o := Outcome{Row: r}
+	o.Fig, o.HasFig = r.Figure.value(res)
+	if r.Baseline != nil {
+		o.Base, o.HasBase = r.Baseline.value(res)
+	}
+	if o.HasFig && o.HasBase && o.Base != 0 {
+		o.Ratio, o.HasRatio = o.Fig/o.Base, true
+		// Runs repeated in alternation pair up: the median of the
+		// per-run ratios is steadier than the ratio of the medians.
+		if r.Figure.Log == nil && r.Baseline.Log == nil && r.Figure.Conv == nil && r.Baseline.Conv == nil {
+			fs := res.values[r.Figure.Pkg+" "+r.Figure.Bench][r.Figure.Unit]
+			bs := res.values[r.Baseline.Pkg+" "+r.Baseline.Bench][r.Baseline.Unit]
+			if len(fs) > 1 && len(fs) == len(bs) {
+				var rs []float64
+				for i := range fs {
+					if bs[i] != 0 {
+						rs = append(rs, fs[i]/bs[i])
+					}
+				}
+				if len(rs) == len(fs) {
+					sort.Float64s(rs)
+					o.Ratio, o.Runs = rs[len(rs)/2], len(rs)
+				}
+			}
+		}
+	}
+	if r.Target != nil {
+		v, ok := o.Fig, o.HasFig
+		if r.Target.OnRatio {
+			v, ok = o.Ratio, o.HasRatio
+		}
+		if ok {
+			m := r.Target.met(v)
+			o.Met = &m
+		}
+	}
+	return o
+}
+
+func (o Outcome) ratioText() string {
+	if !o.HasRatio {
+		return "—"
+	}
+	runs := ""
+	if o.Runs > 1 {
+		runs = fmt.Sprintf(" (median of %d runs)", o.Runs)
+	}
+	if o.Percent {
+		return fmt.Sprintf("%s %%%s", num(100*o.Ratio), runs)
+	}
+	return num(o.Ratio) + "×" + runs
+}
+
+// num prints a figure with three significant digits, without exponent.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case v == 0:
+		return "0"
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a >= 0.01:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+const (
+	gwt   = "internal/gatewaytest"
+	front = "mcpbridge/front"
+)
+
+func m(pkg, bench, unit string) Metric { return Metric{Pkg: pkg, Bench: bench, Unit: unit} }
+func mp(pkg, bench, unit string) *Metric {
+	x := m(pkg, bench, unit)
+	return &x
+}
+
+func nsMS(pkg, bench string) Metric {
+	return Metric{Pkg: pkg, Bench: bench, Unit: "ns/op", Show: "ms", Conv: nsToMS}
+}
+
+// memLoadRSS reads directory's TestMemory10000Endpoints log line.
+var memLoadHeap = regexp.MustCompile(`live heap \+([0-9.]+) MB`)
+
+// Rows is the report: the scenarios of the benchmark issue, each figure
+// with the baseline measured in the same run.
+func Rows() []Row {
+	mcp32 := "BenchmarkMCPEcho/callers=32"
+	mcp1 := "BenchmarkMCPEcho/callers=1"
+	chain := "BenchmarkEchoFullChainVsDirect/prosody-nagle-off"
+	chainDefault := "BenchmarkEchoFullChainVsDirect/prosody-default"
+	admProf := &Profile{Pkg: gwt, Bench: "BenchmarkAdmission$", Benchtime: "5s"}
+	mcpProf := &Profile{Pkg: gwt, Bench: "BenchmarkMCPEcho$", Benchtime: "1x"}
+	return []Row{
+		// Admission.
+		{ID: "admission-rate", Scenario: "Admission: durable invokes accepted/s through Prosody (64 in flight)",
+			Figure: m(gwt, "BenchmarkAdmission", "admissions/s"), Baseline: mp(gwt, "BenchmarkAdmissionBaseline", "admissions/s"),
+			BaseNote: "trivial component answering the same IQ, no persistence", Percent: true,
+			Target: &Target{OnRatio: true, Op: ">=", Value: 0.5, Text: "≥ 50 % of baseline"}, Profile: admProf,
+			Why: "Each benchmarked invoke costs the gateway far more than the baseline's canned reply: schema validation, a group-committed SQLite transaction with fsync (synchronous=FULL) before `<accepted/>`, and then, as in production, the task runs: two more revisions committed (running, completed) and two event messages sent through the same Prosody. Gateway, callers and Prosody share the machine's 2 cores (gotest-cpu-% and server-cpu-% in the raw lines add up to well over one core in the gateway runs, against the 200 % the two cores offer), so that later work competes with admission for CPU."},
+		{ID: "admission-p50", Scenario: "Admission: invoke → accepted p50",
+			Figure: m(gwt, "BenchmarkAdmission", "p50-ms"), Baseline: mp(gwt, "BenchmarkAdmissionBaseline", "p50-ms"), BaseNote: "same, trivial component"},
+		{ID: "admission-p99", Scenario: "Admission: invoke → accepted p99",
+			Figure: m(gwt, "BenchmarkAdmission", "p99-ms"), Baseline: mp(gwt, "BenchmarkAdmissionBaseline", "p99-ms"), BaseNote: "same, trivial component"},
+		{ID: "engine-admit", Scenario: "Admission in the engine alone (no XMPP), admissions/s",
+			Figure: m("tasks", "BenchmarkAdmit", "admissions/s"), Baseline: mp("tasks", "BenchmarkAdmitNoPersist", "admissions/s"),
+			BaseNote: "same validation, no commit", Percent: true},
+		{ID: "iq-rtt", Scenario: "XMPP path alone: IQ round trip client → Prosody → component, 1 in flight",
+			Figure: nsMS("component", "BenchmarkIQRoundTrip/inflight=1")},
+		{ID: "iq-rate", Scenario: "XMPP path alone: IQ round trips/s, 16 in flight",
+			Figure: Metric{Pkg: "component", Bench: "BenchmarkIQRoundTrip/inflight=16", Unit: "ns/op", Show: "IQ/s", Conv: nsToRate}},
+
+		// MCP echo through XMPP.
+		{ID: "mcp1-rate", Scenario: "MCP echo end to end (invoke → completed event), 1 caller, calls/s",
+			Figure: m(gwt, mcp1, "calls/s"), Baseline: mp(gwt, mcp1, "direct-calls/s"), BaseNote: "go-sdk client → same server-everything", Percent: true},
+		{ID: "mcp1-p50", Scenario: "MCP echo end to end, 1 caller, p50",
+			Figure: m(gwt, mcp1, "p50-ms"), Baseline: mp(gwt, mcp1, "direct-p50-ms"), BaseNote: "go-sdk direct"},
+		{ID: "mcp1-p99", Scenario: "MCP echo end to end, 1 caller, p99",
+			Figure: m(gwt, mcp1, "p99-ms"), Baseline: mp(gwt, mcp1, "direct-p99-ms"), BaseNote: "go-sdk direct"},
+		{ID: "mcp32-rate", Scenario: "MCP echo end to end, 32 concurrent callers, calls/s",
+			Figure: m(gwt, mcp32, "calls/s"), Baseline: mp(gwt, mcp32, "direct-calls/s"), BaseNote: "go-sdk direct, 32 concurrent", Percent: true,
+			Target: &Target{OnRatio: true, Op: ">=", Value: 0.25, Text: "≥ 25 % of direct"}, Profile: mcpProf,
+			Why: mcpWhy},
+		{ID: "mcp32-p50", Scenario: "MCP echo end to end, 32 concurrent callers, p50",
+			Figure: m(gwt, mcp32, "p50-ms"), Baseline: mp(gwt, mcp32, "direct-p50-ms"), BaseNote: "go-sdk direct, 32 concurrent",
+			Target: &Target{OnRatio: true, Op: "<=", Value: 5, Text: "≤ 5× direct"}, Profile: mcpProf,
+			Why: mcpWhy},
+		{ID: "mcp32-p99", Scenario: "MCP echo end to end, 32 concurrent callers, p99",
+			Figure: m(gwt, mcp32, "p99-ms"), Baseline: mp(gwt, mcp32, "direct-p99-ms"), BaseNote: "go-sdk direct, 32 concurrent"},
+		{ID: "mcp-bridge", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo), per call",
+			Figure: nsMS("mcpbridge", "BenchmarkEchoBackend"), Baseline: ptr(nsMS("mcpbridge", "BenchmarkEchoDirect")), BaseNote: "go-sdk direct"},
+
+		// Connector echo.
+		{ID: "conn1-mean", Scenario: "Connector echo end to end through XMPP, 1 caller, mean",
+			Figure: m(gwt, "BenchmarkConnectorEcho/callers=1", "mean-ms"), Baseline: ptr(nsMS("connectorbridge", "BenchmarkEcho/direct")),
+			BaseNote: "reference connector called directly on its WebSocket"},
+		{ID: "conn1-p99", Scenario: "Connector echo end to end, 1 caller, p99",
+			Figure: m(gwt, "BenchmarkConnectorEcho/callers=1", "p99-ms")},
+		{ID: "conn32-rate", Scenario: "Connector echo end to end, 32 concurrent callers, calls/s",
+			Figure:   m(gwt, "BenchmarkConnectorEcho/callers=32", "calls/s"),
+			Baseline: &Metric{Pkg: "connectorbridge", Bench: "BenchmarkEcho/direct", Unit: "ns/op", Show: "calls/s", Conv: nsToRate},
+			BaseNote: "direct, one call at a time", Percent: true},
+		{ID: "conn-bridge", Scenario: "Connector bridge alone (Backend.Execute), per call",
+			Figure: nsMS("connectorbridge", "BenchmarkEcho/backend"), Baseline: ptr(nsMS("connectorbridge", "BenchmarkEcho/direct")), BaseNote: "direct WebSocket"},
+
+		// MCP front chain.
+		{ID: "front-p50", Scenario: "MCP front chain: TS client → agentgw mcp → Prosody → gateway → server-everything, p50",
+			Figure: m(front, chain, "chain-p50-ms"), Baseline: mp(front, chain, "direct-p50-ms"), BaseNote: "TS client → server-everything directly"},
+		{ID: "front-p99", Scenario: "MCP front chain, p99",
+			Figure: m(front, chain, "chain-p99-ms"), Baseline: mp(front, chain, "direct-p99-ms"), BaseNote: "TS client direct"},
+		{ID: "front-default-p50", Scenario: "MCP front chain, p50, harness Prosody config without the extra Nagle line",
+			Figure: m(front, chainDefault, "chain-p50-ms"), Baseline: mp(front, chainDefault, "direct-p50-ms"), BaseNote: "TS client direct"},
+
+		// Directory at scale.
+		{ID: "dir-page-p50", Scenario: "Directory, 10,000 endpoints: page of 50 (disco#items + RSM) through Prosody, p50",
+			Figure: m(gwt, "BenchmarkDirectory10k", "page-p50-ms")},
+		{ID: "dir-page-p99", Scenario: "Directory, 10,000 endpoints: page of 50 through Prosody, p99",
+			Figure: m(gwt, "BenchmarkDirectory10k", "page-p99-ms")},
+		{ID: "dir-search-p50", Scenario: "Directory, 10,000 endpoints: search (jabber:iq:search), page of 50, p50",
+			Figure: m(gwt, "BenchmarkDirectory10k", "search-p50-ms")},
+		{ID: "dir-search-p99", Scenario: "Directory, 10,000 endpoints: search, p99",
+			Figure: m(gwt, "BenchmarkDirectory10k", "search-p99-ms")},
+		{ID: "dir-handler", Scenario: "Directory page of 50 of 10,000 in the handler (no XMPP), grant table",
+			Figure: nsMS("directory/dirxmpp", "BenchmarkDirectoryPage50Of10000/grant-table")},
+		{ID: "dir-index", Scenario: "Directory index: page of 50 of 10,000 (after the middle)",
+			Figure: Metric{Pkg: "directory", Bench: "BenchmarkList50Of10000/after-middle", Unit: "ns/op", Show: "µs", Conv: nsToUS}},
+		{ID: "dir-index-search", Scenario: "Directory index: search, page of 50",
+			Figure: Metric{Pkg: "directory", Bench: "BenchmarkList50Of10000/search", Unit: "ns/op", Show: "µs", Conv: nsToUS}},
+		{ID: "dir-rss", Scenario: "Directory, 10,000 endpoints (5 tools each): `agentgw serve` peak RSS (VmHWM)",
+			Figure: m(gwt, "BenchmarkDirectory10k", "peak-rss-MB"), Baseline: mp(gwt, "BenchmarkDirectory10k", "empty-rss-MB"),
+			BaseNote: "the same gateway with no endpoints",
+			Target:   &Target{Op: "<", Value: 100, Text: "< 100 MB"},
+			Profile:  &Profile{Pkg: gwt, Bench: "BenchmarkDirectory10k$", Benchtime: "1x", Mem: true}},
+		{ID: "dir-rss-growth", Scenario: "Directory, 10,000 endpoints: RSS growth over the empty gateway",
+			Figure: m(gwt, "BenchmarkDirectory10k", "rss-growth-MB")},
+		{ID: "dir-heap", Scenario: "Directory, 10,000 endpoints: live heap of the loaded index (in process)",
+			Figure: m(gwt, "BenchmarkDirectory10k", "registry-heap-MB")},
+		{ID: "dir-heap-3tools", Scenario: "Directory index, 10,000 endpoints with 3 tools: live heap (TestMemory10000Endpoints)",
+			Figure: Metric{Pkg: "directory", Unit: "MB", Log: memLoadHeap}},
+		{ID: "dir-ready", Scenario: "Directory, 10,000 endpoints: `agentgw serve` start to component connected",
+			Figure: m(gwt, "BenchmarkDirectory10k", "ready-s")},
+
+		// Concurrency.
+		{ID: "conc-lost", Scenario: "1,000 concurrent long-running tasks (5 progress each): lost revisions",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "lost-revisions"),
+			Target: &Target{Op: "==", Value: 0, Text: "zero"}},
+		{ID: "conc-undelivered", Scenario: "1,000 concurrent tasks: committed events the caller never received",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "undelivered-events")},
+		{ID: "conc-lag-p50", Scenario: "1,000 concurrent tasks: event lag (executor report → caller receipt), p50",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "lag-p50-ms")},
+		{ID: "conc-lag-p99", Scenario: "1,000 concurrent tasks: event lag, p99",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "lag-p99-ms")},
+		{ID: "conc-commit-p99", Scenario: "1,000 concurrent tasks: commit part of the lag (Run call), p99",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "commit-p99-ms")},
+		{ID: "conc-rss", Scenario: "1,000 concurrent tasks: peak RSS (gateway and 4 callers in one process)",
+			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "peak-rss-MB")},
+
+		// Recovery.
+		{ID: "rec-ready", Scenario: "Recovery: restart over 10,000 non-terminal + 100,000 terminal tasks, time to ready",
+			Figure: m(gwt, "BenchmarkRecovery", "ready-s")},
+		{ID: "rec-state-p50", Scenario: "Recovery: task-state right after the restart, p50 (1,000 random tasks)",
+			Figure: m(gwt, "BenchmarkRecovery", "state-p50-ms")},
+		{ID: "rec-state-p99", Scenario: "Recovery: task-state right after the restart, p99",
+			Figure: m(gwt, "BenchmarkRecovery", "state-p99-ms")},
+		{ID: "rec-unsettled", Scenario: "Recovery: tasks still unsettled once ready (all 10,000 must be settled interrupted)",
+			Figure: m(gwt, "BenchmarkRecovery", "unsettled-after")},
+	}
+}
+
+func ptr(m Metric) *Metric { return &m }
+
+const mcpWhy = "A call through the gateway is an invoke IQ through Prosody, an admission commit, two more committed revisions (running, completed; synchronous=FULL, group-committed) and an event message back through Prosody, around the same MCP call over stdio; the direct call is one JSON-RPC round trip over a pipe. On 2 cores, Prosody, the gateway, server-everything and the callers compete for CPU, while the direct path has only the client and node. In the profile the go-sdk client of the baseline also runs in the test process (the direct phases alternate with the gateway phases)."

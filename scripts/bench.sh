@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# make bench: build everything, run every benchmark scenario for a bounded
+# time (each go test run starts its own private Prosody, the gateway and
+# the backends it needs: server-everything, the reference connector), then
+# write docs/benchmarks.md with `go run ./internal/benchreport`. Targets
+# that are missed get a profile of their hot path, taken in a second,
+# shorter run. The whole thing stays under 15 minutes on the 2-core
+# machines.
+#
+# BENCH_OUT=dir keeps the raw results there (default: a temp dir);
+# AGENTGW_BENCH_SECONDS sets the timed phase of the echo scenarios (8 s).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+MOD=github.com/agentgw/agentgw
+START=$(date +%s)
+
+bash scripts/install-deps.sh || exit 1
+echo "bench: building"
+go build ./... || exit 1
+go build -o bin/agentgw ./cmd/agentgw || exit 1
+
+OUT=${BENCH_OUT:-$(mktemp -d /tmp/agentgw-bench-XXXXXX)}
+mkdir -p "$OUT"
+: >"$OUT/bench.txt"
+: >"$OUT/load.txt"
+echo "bench: raw results in $OUT"
+export AGENTGW_BENCH_SECONDS=${AGENTGW_BENCH_SECONDS:-8}
+
+failed=0
+# fsync_ms is the mean time of one synchronous 4 KiB write in $OUT (the
+# store's commits wait for the same disk), over 50 writes.
+fsync_ms() {
+	dd if=/dev/zero of="$OUT/fsync.probe" bs=4k count=50 oflag=dsync 2>&1 |
+		awk '/copied/ { for (i = 2; i <= NF; i++) if ($i ~ /^s,?$/) { printf "%.2f", $(i-1) * 20; exit } }'
+	rm -f "$OUT/fsync.probe"
+}
+load() { echo "$1: load $(cut -d' ' -f1-3 /proc/loadavg), fsync of 4 KiB $(fsync_ms) ms" >>"$OUT/load.txt"; }
+
+# bench PKG TIMEOUT GO-TEST-ARGS... runs one bounded go test and appends
+# its output, headed by the package, to bench.txt.
+bench() {
+	local pkg=$1 timeout=$2
+	shift 2
+	echo "bench: ./$pkg $*"
+	load "before ./$pkg $*"
+	local t0=$SECONDS
+	{
+		echo "pkg: $MOD/$pkg"
+		go test -count=1 -timeout "$timeout" "$@" "./$pkg" 2>&1
+	} | tee -a "$OUT/bench.txt" | grep -E '^(Benchmark|--- FAIL|FAIL|ok|panic)' || true
+	if grep -q "^FAIL" <(tail -n 5 "$OUT/bench.txt"); then
+		failed=1
+	fi
+	echo "bench: ./$pkg took $((SECONDS - t0)) s"
+}
+
+load start
+# Admission through Prosody and its trivial-component baseline, three times
+# each, alternating (the report takes medians), then the parts alone.
+for i in 1 2 3; do
+	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|Admission)$' -benchtime 4s
+done
+bench tasks 3m -run '^$' -bench 'BenchmarkAdmit(NoPersist)?$' -benchtime 3s
+bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
+# Echo end to end through XMPP, MCP and connector, against direct calls.
+bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|ConnectorEcho)$' -benchtime 1x
+bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
+bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
+bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
+# Directory at scale, concurrency and recovery.
+bench directory 3m -run '^TestMemory10000Endpoints$' -v -bench 'BenchmarkList50Of10000$' -benchtime 1s
+bench directory/dirxmpp 5m -run '^$' -bench 'BenchmarkDirectoryPage50Of10000$' -benchtime 1s
+# One process each, so that RSS and heap figures are their own.
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchtime 1x
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
+bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
+load "end of the measured runs"
+
+# Profiles of missed targets, in shorter runs of their own.
+go run ./internal/benchreport -results "$OUT" -missed >"$OUT/missed.txt" || failed=1
+while IFS=$'\t' read -r id pkg re benchtime kind; do
+	[ -n "$id" ] || continue
+	if [ $(($(date +%s) - START)) -gt 720 ]; then
+		echo "bench: no time left to profile $id"
+		continue
+	fi
+	echo "bench: profiling $id ($kind) with ./$pkg -bench '$re'"
+	prof="$OUT/prof-$id.out"
+	if [ "$kind" = mem ]; then
+		flags=(-memprofile "$prof")
+		view=(-sample_index=inuse_space)
+	else
+		flags=(-cpuprofile "$prof")
+		view=()
+	fi
+	AGENTGW_BENCH_SECONDS=4 go test -count=1 -timeout 5m -run '^$' -bench "$re" -benchtime "$benchtime" \
+		-o "$OUT/prof-$id.test" "${flags[@]}" "./$pkg" >"$OUT/prof-$id.log" 2>&1 ||
+		echo "bench: the profiling run of $id failed (see $OUT/prof-$id.log)"
+	if [ -s "$prof" ]; then
+		go tool pprof "${view[@]}" -top -cum -nodecount=60 "$OUT/prof-$id.test" "$prof" >"$OUT/pprof-$id.txt" 2>/dev/null
+	fi
+	rm -f "$OUT/prof-$id.test" # tens of MB; the symbols are in the profile
+
+done <"$OUT/missed.txt"
+
+go run ./internal/benchreport -results "$OUT" -out docs/benchmarks.md || exit 1
+echo "bench: done in $(($(date +%s) - START)) s; raw results in $OUT"
+if [ "$failed" != 0 ]; then
+	echo "bench: some benchmarks failed; their rows read 'not measured'" >&2
+	exit 1
+fi

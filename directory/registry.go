@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +52,15 @@ func NewRegistry(ctx context.Context, db *store.DB, log *slog.Logger) (*Registry
 	}
 	r := &Registry{store: dirsqlite.New(db), log: log}
 	r.snap.Store(emptySnapshot)
-	if _, err := r.refresh(ctx, nil); err != nil {
+	// The first load parses every stored manifest, and with the default
+	// GOGC the garbage of a large directory roughly doubles the process's
+	// footprint, which the runtime then returns to the OS only slowly.
+	// Collect harder while loading, and hand the garbage back afterwards.
+	gc := debug.SetGCPercent(20)
+	_, err := r.refresh(ctx, nil)
+	debug.SetGCPercent(gc)
+	debug.FreeOSMemory()
+	if err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -1,0 +1,928 @@
+package gatewaytest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/internal/xmppclient"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// secPlaces are where TestSecretsAudit looks, in table order.
+const (
+	plGatewayLog    = "gateway log (serve, debug)"
+	plServeWrong    = "serve, wrong secret: output"
+	plDoctor        = "doctor --verbose: output"
+	plDoctorWrong   = "doctor --verbose, wrong secret: output"
+	plCLIConnector  = "CLI connector flows/auth: output"
+	plCLICaller     = "CLI agents/tools/call/task -v: output"
+	plFrontStderr   = "CLI mcp front -v: stderr"
+	plFrontTraffic  = "CLI mcp front: JSON-RPC traffic"
+	plStanzasIn     = "XMPP client: stanzas received"
+	plStanzasOut    = "XMPP client: stanzas sent"
+	plProsodyLog    = "Prosody log (debug)"
+	plComponentWire = "component stream on the wire"
+	plDB            = "SQLite agentgw.db"
+	plWAL           = "SQLite agentgw.db-wal"
+	plSHM           = "SQLite agentgw.db-shm"
+	plMetrics       = "/metrics"
+	plMCPAuth       = "MCP server: Authorization header"
+	plMCPHeaders    = "MCP server: other headers"
+	plMCPReq        = "MCP server: request bodies"
+	plMCPResp       = "MCP server: response bodies"
+	plMCPLeak       = "MCP server: leak_header responses"
+	plConnAuth      = "connector: Authorization header"
+	plConnHeaders   = "connector: other headers"
+	plConnHTTP      = "connector: HTTP bodies (card, health)"
+	plConnWSOut     = "connector ws: frames to the connector"
+	plConnAuthStart = "connector ws: auth.start frames"
+	plConnWSIn      = "connector ws: frames from the connector"
+	plConnLeak      = "connector ws: leak_key ack"
+)
+
+var secPlaceOrder = []string{plGatewayLog, plServeWrong, plDoctor, plDoctorWrong, plCLIConnector, plCLICaller, plFrontStderr, plFrontTraffic,
+	plStanzasIn, plStanzasOut, plProsodyLog, plComponentWire, plDB, plWAL, plSHM, plMetrics,
+	plMCPAuth, plMCPHeaders, plMCPReq, plMCPResp, plMCPLeak, plConnAuth, plConnHeaders, plConnHTTP, plConnWSOut, plConnAuthStart, plConnWSIn, plConnLeak}
+
+// secRecorder accumulates what each place saw.
+type secRecorder struct {
+	mu     sync.Mutex
+	places map[string]*bytes.Buffer
+	open   sync.WaitGroup // hijacked WebSocket connections not yet filed
+}
+
+func (r *secRecorder) add(place string, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.places == nil {
+		r.places = map[string]*bytes.Buffer{}
+	}
+	buf := r.places[place]
+	if buf == nil {
+		buf = &bytes.Buffer{}
+		r.places[place] = buf
+	}
+	buf.Write(b)
+	buf.WriteByte('\n')
+}
+
+func (r *secRecorder) text(place string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b := r.places[place]; b != nil {
+		return b.String()
+	}
+	return ""
+}
+
+func secRandom(prefix string) string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// TestSecretsAudit runs every flow that handles a secret, each secret
+// with a distinctive value, and counts each secret in every log, output,
+// store file, stanza and backend exchange. A secret may appear only where
+// it must: the Authorization header the MCP server and the connector
+// receive, the form secret in the auth.start frame that carries it to the
+// connector, and the two deliberately leaking backend tools' own
+// responses. The component secret crosses the wire only as the handshake's
+// SHA-1 digest, which the test recomputes.
+func TestSecretsAudit(t *testing.T) {
+	secrets := []struct{ name, value string }{
+		{"component", secRandom("CompSecret")},
+		{"wrong component", secRandom("WrongCompSecret")},
+		{"connector API key", secRandom("ConnApiKey")},
+		{"connector form", secRandom("ConnFormSecret")},
+		{"MCP header", secRandom("McpHeaderToken")},
+		{"XMPP password", secRandom("XmppPassword")},
+	}
+	comp, wrong, apiKey, form, mcpToken, password := secrets[0].value, secrets[1].value, secrets[2].value, secrets[3].value, secrets[4].value, secrets[5].value
+	rec := &secRecorder{}
+	Binary(t)
+
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{ComponentSecret: comp, Debug: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := srv.Register(ctx, "alice", password); err != nil {
+		t.Fatal(err)
+	}
+	wireAddr, handshakes := secComponentTap(t, srv.ComponentAddr, rec)
+	connURL, connSrv := secConnector(t, apiKey, form, rec)
+	mcpURL, mcpRejected := secMCPServer(t, mcpToken, rec)
+	metricsAddr := freeAddr(t)
+
+	t.Setenv("AGENTGW_SEC_CONNECTOR_KEY", apiKey)
+	t.Setenv("AGENTGW_SEC_FORM", form)
+	t.Setenv("AGENTGW_SEC_MCP_AUTH", "Bearer "+mcpToken)
+	t.Setenv("AGENTGW_SEC_PASSWORD", password)
+	e := Prepare(t, Options{Server: srv, Agents: []Agent{{Localpart: "static", NoBackend: true}}, TOML: fmt.Sprintf(`
+[[agents]]
+jid = "secmcp@%[1]s"
+[agents.mcp]
+url = %[2]q
+headers_env = { Authorization = "AGENTGW_SEC_MCP_AUTH" }
+
+[[agents]]
+jid = "im@%[1]s"
+[agents.connector]
+base_url = %[3]q
+api_key_env = "AGENTGW_SEC_CONNECTOR_KEY"
+
+[metrics]
+listen = %[4]q
+`, srv.ComponentDomain, mcpURL, connURL, metricsAddr)})
+	// The gateway reaches Prosody through the recording proxy.
+	cfgText, err := os.ReadFile(e.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := strings.Replace(string(cfgText), fmt.Sprintf("server = %q", srv.ComponentAddr), fmt.Sprintf("server = %q", wireAddr), 1)
+	if good == string(cfgText) {
+		t.Fatal("the config has no server line to point at the proxy")
+	}
+	if err := os.WriteFile(e.ConfigPath, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrongCfg := filepath.Join(e.Dir, "wrong.toml")
+	if err := os.WriteFile(filepath.Join(e.Dir, "wrong.secret"), []byte(wrong+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wrongCfg, []byte(strings.Replace(good, `secret_file = "component.secret"`, `secret_file = "wrong.secret"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Before serving: doctor with both secrets, and serve with the wrong
+	// one (refused by Prosody: exit 3, no restart).
+	out, code := secRun(t, e.Dir, nil, "doctor", "--config", wrongCfg, "--verbose")
+	rec.add(plDoctorWrong, []byte(out))
+	if code != 1 || !regexp.MustCompile(`(?m)^FAIL`).MatchString(out) {
+		t.Errorf("doctor with the wrong secret exited %d:\n%s", code, out)
+	}
+	out, code = secRun(t, e.Dir, nil, "serve", "--config", wrongCfg)
+	rec.add(plServeWrong, []byte(out))
+	if code != 3 {
+		t.Errorf("serve with the wrong secret exited %d, want 3:\n%s", code, out)
+	}
+	// The connector is signed in before serving, so that doctor finds
+	// every backend healthy; the gateway picks up the binding at start.
+	for _, args := range [][]string{
+		{"connector", "flows", "--config", e.ConfigPath, e.Endpoint("im").String()},
+		{"connector", "auth", "--config", e.ConfigPath, "--flow", "token_form", "--field", "account=alice", "--field-env", "token=AGENTGW_SEC_FORM", e.Endpoint("im").String()},
+	} {
+		out, code := secRun(t, e.Dir, nil, args...)
+		rec.add(plCLIConnector, []byte(out))
+		if code != 0 {
+			t.Fatalf("agentgw %s exited %d:\n%s", strings.Join(args[:2], " "), code, out)
+		}
+	}
+	out, code = secRun(t, e.Dir, nil, "doctor", "--config", e.ConfigPath, "--verbose")
+	rec.add(plDoctor, []byte(out))
+	if code != 0 {
+		t.Errorf("doctor exited %d:\n%s", code, out)
+	}
+	gw := e.Serve("gw")
+
+	// The caller, with every stanza recorded.
+	xc, err := xmppclient.Dial(ctx, xmppclient.Options{
+		JID: "alice@" + srv.Domain, Password: password, Server: srv.C2SAddr,
+		TLS: &tls.Config{InsecureSkipVerify: true}, IQTimeout: 15 * time.Second, Presence: true,
+		OnPresence: func(p *xmltree.Element) { rec.add(plStanzasIn, []byte(p.String())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xc.Close() })
+	c := agentclient.New(secConn{xc, rec}, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c.IQTimeout = 15 * time.Second
+	mcpEP, imEP := e.Endpoint("secmcp"), e.Endpoint("im")
+	waitPinned(t, ctx, c, mcpEP, "leak_header")
+	waitPinned(t, ctx, c, imEP, "leak_key")
+	taskIDs := secCallerFlows(t, ctx, c, e, mcpEP, imEP)
+
+	// The CLI caller and the MCP front log in with the password.
+	login := []string{"--jid", "alice@" + srv.Domain, "--password-env", "AGENTGW_SEC_PASSWORD", "--server", srv.C2SAddr, "--insecure-skip-verify", "--gateway", srv.ComponentDomain, "-v"}
+	for _, args := range [][]string{
+		{"agents"},
+		{"tools", mcpEP.String()},
+		{"tools", imEP.String()},
+		{"call", mcpEP.String(), "echo", "--args", `{"message":"from the cli"}`},
+		{"call", mcpEP.String(), "ask", "--answer", `{"color":"teal"}`},
+		{"call", "--json", mcpEP.String(), "leak_header"},
+		{"call", "--json", imEP.String(), "leak_key"},
+		{"task state", imEP.String(), taskIDs[0]},
+		{"task result", imEP.String(), taskIDs[0]},
+	} {
+		full := append(append(strings.Fields(args[0]), login...), args[1:]...)
+		out, code := secRun(t, e.Dir, nil, full...)
+		rec.add(plCLICaller, []byte(out))
+		if code != 0 {
+			t.Errorf("agentgw %v exited %d:\n%s", args, code, out)
+		}
+	}
+	secFront(t, ctx, e.Dir, login, rec)
+
+	// Snapshots of the store while serving and after a clean stop.
+	scrape := func() {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		rec.add(plMetrics, b)
+	}
+	scrape()
+	snap := func() {
+		for place, f := range map[string]string{plDB: "agentgw.db", plWAL: "agentgw.db-wal", plSHM: "agentgw.db-shm"} {
+			if b, err := os.ReadFile(filepath.Join(e.Dir, f)); err == nil {
+				rec.add(place, b)
+			}
+		}
+	}
+	snap()
+	gw.Stop()
+	snap()
+	connSrv.Close()
+	filed := make(chan struct{})
+	go func() { rec.open.Wait(); close(filed) }()
+	select {
+	case <-filed:
+	case <-time.After(10 * time.Second):
+		t.Error("connector data planes still open 10 s after the gateway stopped")
+	}
+	rec.add(plGatewayLog, []byte(gw.Log()))
+	if b, err := os.ReadFile(srv.LogPath()); err == nil {
+		rec.add(plProsodyLog, b)
+	} else {
+		t.Error(err)
+	}
+	if n := mcpRejected(); n != 0 {
+		t.Errorf("the MCP server refused %d requests without the header", n)
+	}
+
+	// The component secret crossed the wire only as the handshake digest.
+	hs := handshakes()
+	okDigest := 0
+	for _, h := range hs {
+		sum := sha1.Sum([]byte(h.streamID + comp))
+		if h.digest == hex.EncodeToString(sum[:]) {
+			okDigest++
+		}
+	}
+	t.Logf("component connections through the proxy: %d; handshakes with the right secret's digest: %d", len(hs), okDigest)
+	if okDigest < 2 { // doctor and serve
+		t.Errorf("%d handshakes carry sha1(stream id + secret), want at least 2 (doctor, serve): is the wire recorded?", okDigest)
+	}
+
+	// Each place recorded what it should have: a zero count is evidence
+	// only if the place saw the flows.
+	for place, marker := range map[string]string{
+		plGatewayLog:    "component: connected",
+		plServeWrong:    "not-authorized",
+		plDoctor:        "ok   xmpp handshake",
+		plCLIConnector:  "authenticated",
+		plCLICaller:     "from the cli",
+		plFrontTraffic:  "from the front",
+		plStanzasIn:     "[redacted]", // the leaking tools' results, scrubbed
+		plStanzasOut:    "hello mcp",
+		plProsodyLog:    "Received[c2s]",
+		plComponentWire: "hello connector",
+		plDB + plWAL:    "hello connector",
+		plMCPReq:        "hello mcp",
+		plConnWSOut:     "hello connector",
+	} {
+		text := rec.text(place)
+		if place == plDB+plWAL {
+			text = rec.text(plDB) + rec.text(plWAL)
+		}
+		if !strings.Contains(text, marker) {
+			t.Errorf("%s: does not contain %q; the recording misses the flows", place, marker)
+		}
+	}
+
+	// Where a secret may legitimately be; everywhere else it must not.
+	allowed := map[string]map[string]bool{
+		plMCPAuth:       {"MCP header": true},
+		plMCPLeak:       {"MCP header": true},
+		plConnAuth:      {"connector API key": true},
+		plConnAuthStart: {"connector form": true},
+		plConnLeak:      {"connector API key": true},
+	}
+	var tbl strings.Builder
+	fmt.Fprintf(&tbl, "| place | bytes |")
+	for _, s := range secrets {
+		fmt.Fprintf(&tbl, " %s |", s.name)
+	}
+	tbl.WriteString("\n|---|---|" + strings.Repeat("---|", len(secrets)) + "\n")
+	for _, place := range secPlaceOrder {
+		text := rec.text(place)
+		fmt.Fprintf(&tbl, "| %s | %d |", place, len(text))
+		for _, s := range secrets {
+			n := strings.Count(text, s.value)
+			mark := ""
+			switch {
+			case allowed[place][s.name] && n == 0:
+				t.Errorf("%s: %s never seen: the recording misses it", place, s.name)
+				mark = " (want >0)"
+			case allowed[place][s.name]:
+				mark = " (by design)"
+			case n > 0:
+				t.Errorf("%s: %s appears %d times", place, s.name, n)
+				mark = " LEAK"
+			}
+			fmt.Fprintf(&tbl, " %d%s |", n, mark)
+		}
+		tbl.WriteString("\n")
+		if len(text) == 0 {
+			t.Errorf("%s: nothing recorded", place)
+		}
+	}
+	t.Logf("secret occurrences (place × secret):\n%s", tbl.String())
+	if t.Failed() {
+		t.Logf("gateway log tail:\n%s", tail(gw.Log(), 3000))
+	}
+}
+
+// secRun runs the agentgw binary in dir and returns its combined output
+// and exit status; it never waits more than 90 s.
+func secRun(t *testing.T, dir string, stdin io.Reader, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t), args...)
+	cmd.Dir, cmd.Stdin = dir, stdin
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("agentgw %v: %v", args, err)
+	}
+	return string(out), 0
+}
+
+// secConn records every stanza the caller sends and receives.
+type secConn struct {
+	c   *xmppclient.Client
+	rec *secRecorder
+}
+
+func (s secConn) SendIQ(ctx context.Context, iq *xmltree.Element) (*xmltree.Element, error) {
+	s.rec.add(plStanzasOut, []byte(iq.String()))
+	reply, err := s.c.SendIQ(ctx, iq)
+	if reply != nil {
+		s.rec.add(plStanzasIn, []byte(reply.String()))
+	}
+	return reply, err
+}
+
+func (s secConn) OnMessage(f func(*xmltree.Element)) {
+	s.c.OnMessage(func(m *xmltree.Element) {
+		s.rec.add(plStanzasIn, []byte(m.String()))
+		f(m)
+	})
+}
+
+func (s secConn) JID() jid.JID { return s.c.JID() }
+
+// secCallerFlows drives discovery, calls with progress and input, a
+// cancel, a replay and the task queries; it returns the connector tasks.
+func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e *Env, mcpEP, imEP jid.JID) []string {
+	t.Helper()
+	gwJID := e.GatewayJID()
+	if _, err := c.Info(ctx, gwJID, ""); err != nil {
+		t.Fatal(err)
+	}
+	items, err := c.AllItems(ctx, gwJID, ns.Directory, 2)
+	if err != nil || len(items) != 3 {
+		t.Fatalf("directory: %v %v", items, err)
+	}
+	if _, err := c.SearchPage(ctx, gwJID, "sec", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		ep := jidMust(it.JID)
+		ei, err := c.Endpoint(ctx, ep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.GetManifest(ctx, ep, "")
+		if err != nil || m.Hash != ei.ManifestHash {
+			t.Fatalf("manifest of %s: %v", ep, err)
+		}
+		if _, err := c.ToolItems(ctx, ep, m.Version); err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range m.Doc.Tools {
+			if _, err := c.GetSchema(ctx, ep, tl.Name, m.Version, "input", m.Hash); err != nil {
+				t.Fatalf("schema %s %s: %v", ep, tl.Name, err)
+			}
+		}
+	}
+	var connTasks []string
+	call := func(ep jid.JID, tool, args, want string, opts agentclient.CallOptions) *agentclient.Outcome {
+		t.Helper()
+		opts.RecoverAfter = 2 * time.Second
+		out, err := c.Call(ctx, ep, tool, json.RawMessage(args), opts)
+		if err != nil || out.State != want {
+			t.Fatalf("%s %s: %v %+v", ep, tool, err, out)
+		}
+		if ep.Equal(imEP) {
+			connTasks = append(connTasks, out.Accepted.TaskID)
+		}
+		return out
+	}
+	call(imEP, "echo", `{"text":"hello connector"}`, "completed", agentclient.CallOptions{})
+	call(imEP, "slow_count", `{"steps":3,"delay_ms":30}`, "completed", agentclient.CallOptions{})
+	call(imEP, "always_fail", `{}`, "failed", agentclient.CallOptions{})
+	call(imEP, "leak_key", `{}`, "completed", agentclient.CallOptions{})
+	call(mcpEP, "echo", `{"message":"hello mcp"}`, "completed", agentclient.CallOptions{})
+	progress := 0
+	call(mcpEP, "count", `{}`, "completed", agentclient.CallOptions{OnProgress: func(agentclient.Progress) { progress++ }})
+	if progress == 0 {
+		t.Error("no progress from count")
+	}
+	out := call(mcpEP, "ask", `{}`, "completed", agentclient.CallOptions{OnInput: func(context.Context, agentclient.InputRequest) (json.RawMessage, error) {
+		return json.RawMessage(`{"color":"teal"}`), nil
+	}})
+	if !strings.Contains(string(out.Payload), "teal") {
+		t.Errorf("ask: %s", out.Payload)
+	}
+	out = call(mcpEP, "leak_header", `{}`, "completed", agentclient.CallOptions{})
+	if !strings.Contains(string(out.Payload), "seen:") {
+		t.Errorf("leak_header: %s", out.Payload)
+	}
+
+	// Cancel a sleeping MCP call, and replay a connector invoke.
+	p, err := c.Pin(ctx, mcpEP, "sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := c.Invoke(ctx, mcpEP, &agentclient.InvokeRequest{Tool: "sleep", Version: p.Manifest.Version, ManifestHash: p.Manifest.Hash, Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := "audit"
+	WaitFor(t, 20*time.Second, "sleep running and cancelled", func() bool {
+		st, err := c.State(ctx, mcpEP, acc.TaskID)
+		if err != nil || st.State != "running" {
+			return false
+		}
+		_, err = c.Cancel(ctx, mcpEP, acc.TaskID, st.Revision, &reason)
+		return err == nil
+	})
+	if out, err := c.Follow(ctx, mcpEP, acc, agentclient.CallOptions{RecoverAfter: 2 * time.Second}); err != nil || out.State != "cancelled" {
+		t.Fatalf("cancel: %v %+v", err, out)
+	}
+	p, err = c.Pin(ctx, imEP, "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := agentclient.InvokeRequest{Tool: "echo", Version: p.Manifest.Version, ManifestHash: p.Manifest.Hash, Arguments: json.RawMessage(`{"text":"replayed"}`)}
+	a1, err := c.Invoke(ctx, imEP, &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := c.Invoke(ctx, imEP, &req)
+	if err != nil || a2.TaskID != a1.TaskID {
+		t.Fatalf("replay: %v %+v %+v", err, a2, a1)
+	}
+	if _, err := c.Follow(ctx, imEP, a1, agentclient.CallOptions{RecoverAfter: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(connTasks, a1.TaskID) {
+		if _, err := c.State(ctx, imEP, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Result(ctx, imEP, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return connTasks
+}
+
+// secFront drives `agentgw mcp` over stdio with the go-sdk client,
+// recording the JSON-RPC traffic and the front's stderr.
+func secFront(t *testing.T, ctx context.Context, dir string, login []string, rec *secRecorder) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(Binary(t), append([]string{"mcp"}, login...)...)
+	cmd.Dir, cmd.Stderr = dir, &stderr
+	var traffic bytes.Buffer
+	client := mcp.NewClient(&mcp.Implementation{Name: "secrets-audit", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.LoggingTransport{Transport: &mcp.CommandTransport{Command: cmd}, Writer: &secSyncWriter{b: &traffic}}, nil)
+	if err != nil {
+		t.Fatalf("mcp front: %v\n%s", err, stderr.String())
+	}
+	var names []string
+	WaitFor(t, 30*time.Second, "the front's tools", func() bool {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			return false
+		}
+		names = names[:0]
+		for _, tl := range res.Tools {
+			names = append(names, tl.Name)
+		}
+		return strings.Contains(strings.Join(names, ","), "leak_key") && strings.Contains(strings.Join(names, ","), "leak_header")
+	})
+	sort.Strings(names)
+	for _, call := range []struct {
+		suffix string
+		args   map[string]any
+	}{{"secmcp.echo", map[string]any{"message": "from the front"}}, {"secmcp.leak_header", map[string]any{}}, {"im.leak_key", map[string]any{}}} {
+		name := ""
+		for _, n := range names {
+			if strings.HasSuffix(n, call.suffix) {
+				name = n
+			}
+		}
+		if name == "" {
+			t.Errorf("front lists no %s tool: %v", call.suffix, names)
+			continue
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: call.args}); err != nil {
+			t.Errorf("front %s: %v", name, err)
+		}
+	}
+	cs.Close()
+	rec.add(plFrontTraffic, traffic.Bytes())
+	rec.add(plFrontStderr, stderr.Bytes())
+}
+
+type secSyncWriter struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *secSyncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// secHandshake is one component connection's stream id and handshake.
+type secHandshake struct{ streamID, digest string }
+
+// secComponentTap proxies the component port, recording both directions
+// of every connection; it returns the proxy address and a function that
+// extracts each connection's stream id and handshake digest.
+func secComponentTap(t *testing.T, target string, rec *secRecorder) (string, func() []secHandshake) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	type pair struct{ up, down *bytes.Buffer }
+	var conns []pair
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p := pair{&bytes.Buffer{}, &bytes.Buffer{}}
+			mu.Lock()
+			conns = append(conns, p)
+			mu.Unlock()
+			cp := func(dst, src net.Conn, buf *bytes.Buffer) {
+				b := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(b)
+					if n > 0 {
+						mu.Lock()
+						buf.Write(b[:n])
+						mu.Unlock()
+						if _, werr := dst.Write(b[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				dst.Close()
+				src.Close()
+			}
+			go cp(s, c, p.up)
+			go cp(c, s, p.down)
+		}
+	}()
+	idRe := regexp.MustCompile(`<stream:stream[^>]*\sid=['"]([^'"]+)['"]`)
+	hsRe := regexp.MustCompile(`<handshake[^>]*>([0-9a-fA-F]{40})</handshake>`)
+	return ln.Addr().String(), func() []secHandshake {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []secHandshake
+		for _, p := range conns {
+			rec.add(plComponentWire, p.up.Bytes())
+			rec.add(plComponentWire, p.down.Bytes())
+			id, hs := idRe.FindSubmatch(p.down.Bytes()), hsRe.FindSubmatch(p.up.Bytes())
+			if id != nil && hs != nil {
+				out = append(out, secHandshake{string(id[1]), strings.ToLower(string(hs[1]))})
+			}
+		}
+		return out
+	}
+}
+
+// secHeaders records a request's headers: Authorization to one place, the
+// rest to another.
+func secHeaders(r *http.Request, rec *secRecorder, authPlace, otherPlace string) {
+	rec.add(authPlace, []byte(r.Header.Get("Authorization")))
+	var b strings.Builder
+	for k, vs := range r.Header {
+		if k != "Authorization" {
+			fmt.Fprintf(&b, "%s: %s\n", k, strings.Join(vs, ", "))
+		}
+	}
+	fmt.Fprintf(&b, "%s %s\n", r.Method, r.URL)
+	rec.add(otherPlace, []byte(b.String()))
+}
+
+// secMCPServer runs a go-sdk streamable HTTP MCP server that requires
+// Authorization: Bearer token and records headers and bodies. Its tools:
+// echo, count (progress), ask (input), sleep (until cancelled) and
+// leak_header, which returns the Authorization header it received.
+func secMCPServer(t *testing.T, token string, rec *secRecorder) (string, func() int) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "secmcp", Version: "1.0.0", Title: "Secrets audit"}, nil)
+	type echoIn struct {
+		Message string `json:"message"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echoes."}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Message}}}, nil, nil
+	})
+	obj := json.RawMessage(`{"type":"object"}`)
+	srv.AddTool(&mcp.Tool{Name: "count", Description: "Counts to three.", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for i := 1; i <= 3; i++ {
+			if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: 3, Message: fmt.Sprintf("step %d", i)}); err != nil {
+				return nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "counted"}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "ask", Description: "Asks for a colour.", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r, ok := req.Params.InputResponses["color"].(*mcp.ElicitResult); ok {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s %v", r.Action, r.Content["color"])}}}, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"color": &mcp.ElicitParams{
+			Message:         "Favourite colour?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"color": map[string]any{"type": "string"}}, "required": []any{"color"}},
+		}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "sleep", Description: "Sleeps until cancelled.", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(60 * time.Second):
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "leak_header", Description: "Returns the Authorization header it received.", InputSchema: obj}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		h := ""
+		if req.Extra != nil {
+			h = req.Extra.Header.Get("Authorization")
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "seen: " + h}}, StructuredContent: map[string]any{"authorization": h}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
+	var mu sync.Mutex
+	rejected := 0
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secHeaders(r, rec, plMCPAuth, plMCPHeaders)
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec.add(plMCPReq, body)
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			mu.Lock()
+			rejected++
+			mu.Unlock()
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		place := plMCPResp
+		if bytes.Contains(body, []byte(`"leak_header"`)) && bytes.Contains(body, []byte(`"tools/call"`)) {
+			place = plMCPLeak
+		}
+		rw := &secRespWriter{ResponseWriter: w}
+		h.ServeHTTP(rw, r)
+		rec.add(place, rw.body.Bytes())
+	})
+	addr := secServe(t, handler)
+	return "http://" + addr + "/mcp", func() int { mu.Lock(); defer mu.Unlock(); return rejected }
+}
+
+// secRespWriter keeps a copy of the response body.
+type secRespWriter struct {
+	http.ResponseWriter
+	body bytes.Buffer
+}
+
+func (w *secRespWriter) Write(p []byte) (int, error) {
+	w.body.Write(p)
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *secRespWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func secServe(t *testing.T, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return ln.Addr().String()
+}
+
+// secConnector serves the reference connector behind a handler that
+// records headers and HTTP bodies, and every WebSocket frame of the data
+// plane (decoded and unmasked once the connection ends).
+func secConnector(t *testing.T, apiKey, form string, rec *secRecorder) (string, *connectortest.Server) {
+	s, err := connectortest.New(connectortest.Options{APIKey: apiKey, FormToken: form})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := s.Handler()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secHeaders(r, rec, plConnAuth, plConnHeaders)
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec.add(plConnHTTP, body)
+		r.Header.Del("Sec-WebSocket-Extensions") // uncompressed frames
+		rw := &secHijackWriter{secRespWriter: secRespWriter{ResponseWriter: w}, rec: rec}
+		inner.ServeHTTP(rw, r)
+		rec.add(plConnHTTP, rw.body.Bytes())
+	})
+	addr := secServe(t, h)
+	t.Cleanup(s.Close)
+	return "http://" + addr, s
+}
+
+// secHijackWriter records the raw bytes of a hijacked (WebSocket)
+// connection and files its frames when it closes.
+type secHijackWriter struct {
+	secRespWriter
+	rec *secRecorder
+}
+
+func (w *secHijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a hijacker")
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	w.rec.open.Add(1)
+	rc := &secWSConn{Conn: c, in: io.MultiReader(bytes.NewReader(append([]byte(nil), buffered...)), c), rec: w.rec}
+	return rc, bufio.NewReadWriter(bufio.NewReader(rc), bufio.NewWriter(rc)), nil
+}
+
+type secWSConn struct {
+	net.Conn
+	in       io.Reader
+	rec      *secRecorder
+	mu       sync.Mutex
+	got, put bytes.Buffer
+	once     sync.Once
+}
+
+func (c *secWSConn) Read(p []byte) (int, error) {
+	n, err := c.in.Read(p)
+	c.mu.Lock()
+	c.got.Write(p[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *secWSConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.put.Write(p)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *secWSConn) Close() error {
+	c.once.Do(func() {
+		defer c.rec.open.Done()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, m := range secWSMessages(c.got.Bytes()) {
+			place := plConnWSOut
+			if secPacketType(m) == "auth.start" {
+				place = plConnAuthStart
+			}
+			c.rec.add(place, m)
+		}
+		for _, m := range secWSMessages(c.put.Bytes()) {
+			place := plConnWSIn
+			if secPacketType(m) == "tool.invoke.ack" && bytes.Contains(m, []byte(`"tool_id":"leak_key"`)) {
+				place = plConnLeak
+			}
+			c.rec.add(place, m)
+		}
+	})
+	return c.Conn.Close()
+}
+
+func secPacketType(m []byte) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(m, &p)
+	return p.Type
+}
+
+// secWSMessages decodes WebSocket frames (RFC 6455 §5.2), unmasking client
+// frames and joining continuations; control frames are kept as messages of
+// their own.
+func secWSMessages(b []byte) [][]byte {
+	var out [][]byte
+	var cur []byte
+	for len(b) >= 2 {
+		fin, op := b[0]&0x80 != 0, b[0]&0x0f
+		masked, n, i := b[1]&0x80 != 0, uint64(b[1]&0x7f), 2
+		switch n {
+		case 126:
+			if len(b) < 4 {
+				return out
+			}
+			n, i = uint64(binary.BigEndian.Uint16(b[2:4])), 4
+		case 127:
+			if len(b) < 10 {
+				return out
+			}
+			n, i = binary.BigEndian.Uint64(b[2:10]), 10
+		}
+		var key []byte
+		if masked {
+			if len(b) < i+4 {
+				return out
+			}
+			key, i = b[i:i+4], i+4
+		}
+		if uint64(len(b)-i) < n {
+			return out
+		}
+		p := append([]byte(nil), b[i:i+int(n)]...)
+		for j := range p {
+			if masked {
+				p[j] ^= key[j%4]
+			}
+		}
+		b = b[i+int(n):]
+		if op >= 8 {
+			out = append(out, p)
+			continue
+		}
+		cur = append(cur, p...)
+		if fin {
+			out = append(out, cur)
+			cur = nil
+		}
+	}
+	return out
+}

@@ -31,9 +31,17 @@ type redactor struct {
 
 func (r *redactor) set(secrets []string) {
 	var s []string
-	for _, v := range secrets {
+	add := func(v string) {
 		if v != "" && !slices.Contains(s, v) {
 			s = append(s, v)
+		}
+	}
+	for _, v := range secrets {
+		add(v)
+		// "Bearer <token>": a tool that echoes the bare token must not
+		// get it past the redactor either.
+		if cred := CredentialPart(v); len(cred) >= minHeaderSecret {
+			add(cred)
 		}
 	}
 	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
@@ -122,4 +130,19 @@ func bound(s string, max int) string {
 		n++
 	}
 	return s
+}
+
+// CredentialPart returns the credential of an HTTP authorization value
+// such as "Bearer abc" ("abc"), or "" when v has no auth-scheme prefix.
+func CredentialPart(v string) string {
+	scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || scheme == "" {
+		return ""
+	}
+	for _, c := range scheme {
+		if !unicode.IsLetter(c) && !unicode.IsDigit(c) && c != '-' && c != '_' {
+			return ""
+		}
+	}
+	return strings.TrimSpace(cred)
 }

@@ -278,7 +278,7 @@ func (c *Client) track(k taskKey) *taskEvents {
 // subscription.
 func (c *Client) Subscribe(ep jid.JID, taskID string) (<-chan Event, func()) {
 	k := taskKey{ep.Bare().String(), taskID}
-	ch := make(chan Event, 256)
+	ch := make(chan Event, 64)
 	c.mu.Lock()
 	te := c.track(k)
 	var buffered []Event
@@ -299,7 +299,12 @@ func (c *Client) Subscribe(ep jid.JID, taskID string) (<-chan Event, func()) {
 		defer c.mu.Unlock()
 		for i, s := range te.subs {
 			if s == ch {
-				te.subs = append(te.subs[:i], te.subs[i+1:]...)
+				// Clear the vacated slot so the channel and its buffer
+				// can be collected.
+				last := len(te.subs) - 1
+				copy(te.subs[i:], te.subs[i+1:])
+				te.subs[last] = nil
+				te.subs = te.subs[:last]
 				break
 			}
 		}

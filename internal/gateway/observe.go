@@ -84,6 +84,18 @@ func (s *startTimes) take(id string) (time.Time, bool) {
 	defer s.mu.Unlock()
 	t, ok := s.at[id]
 	delete(s.at, id)
+	// Settled ids stay in order until it is compacted, so compact it once
+	// it is mostly stale.
+	if len(s.order) > 1024 && len(s.order) > 4*len(s.at) {
+		live := s.order[:0]
+		for _, k := range s.order {
+			if _, ok := s.at[k]; ok {
+				live = append(live, k)
+			}
+		}
+		clear(s.order[len(live):])
+		s.order = live
+	}
 	return t, ok
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/mcpbridge"
 )
 
 // Secrets returns every secret value the config refers to that can be read
@@ -35,6 +36,12 @@ func Secrets(cfg *config.Config) []string {
 			for _, file := range m.HeadersFile {
 				add("", file)
 			}
+		}
+	}
+	// An Authorization value "Bearer <token>" also protects the bare token.
+	for _, v := range out {
+		if cred := mcpbridge.CredentialPart(v); len(cred) >= 6 {
+			out = append(out, cred)
 		}
 	}
 	return out

@@ -47,6 +47,11 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	// Without a limit the WAL file keeps its high-water mark for good.
+	if _, err := w.ExecContext(ctx, "PRAGMA journal_size_limit = 16777216"); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
 		return nil, err

@@ -106,28 +106,11 @@ func (b *SyncBuffer) String() string {
 	return b.buf.String()
 }
 
-// Start brings up the server, registers users, writes a config and starts
-// the gateway, waiting for its component handshake.
+// Start brings up the server, registers users, writes a config (Prepare)
+// and starts the gateway in-process, waiting for its component handshake.
 func Start(t testing.TB, o Options) *Env {
 	t.Helper()
-	e := &Env{T: t, opts: o, Dir: t.TempDir(), Agents: map[string]*taskstest.Executor{}, Log: &SyncBuffer{}}
-	switch {
-	case o.Server != nil:
-		e.Server = o.Server
-	case o.Ejabberd:
-		e.Server = xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
-	default:
-		e.Server = xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
-	}
-	e.Domain = e.Server.ComponentDomain
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, u := range o.Users {
-		if err := e.Server.Register(ctx, u, Password+u); err != nil {
-			t.Fatalf("register %s: %v", u, err)
-		}
-	}
-	e.writeConfig()
+	e := Prepare(t, o)
 	e.StartGateway()
 	return e
 }

@@ -42,6 +42,9 @@ func checkCoreDiscovery(t *testing.T, e *Env, c *agentclient.Client) {
 			t.Fatalf("first/last wrong: %+v", page)
 		}
 		for _, it := range page.Items {
+			if it.Node != "" {
+				t.Fatalf("directory item carries a node: %+v", it)
+			}
 			got = append(got, it.JID)
 		}
 		after = page.Last

@@ -49,6 +49,14 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 	if op == "register" {
 		return a.register(ctx, p)
 	}
+	// Per the XML Schema only activate carries a child (its hash); the
+	// other operations are attributes only.
+	if op != "activate" && len(p.Children) > 0 {
+		return nil, component.ErrBadRequest("This operation takes no child elements.")
+	}
+	if op == "activate" && len(p.Children) != 1 {
+		return nil, component.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
+	}
 	ep, err := endpointAttr(p)
 	if err != nil {
 		return nil, err

@@ -85,6 +85,14 @@ func TestCrashAcceptedTasksDispatchedAfterRestart(t *testing.T) {
 		admitted = append(admitted, acc)
 		owner[acc.TaskID] = s.users[i%crashUsers]
 	}
+	// The assertions below treat these eight as running at the crash, so
+	// wait until each has been dispatched.
+	for _, acc := range admitted {
+		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
+			st, err := s.clients[owner[acc.TaskID]].State(ctx, s.ep, acc.TaskID)
+			return err == nil && st.State == "running"
+		})
+	}
 	s.gw1.Kill()
 
 	dbPath := filepath.Join(s.e.Dir, "agentgw.db")

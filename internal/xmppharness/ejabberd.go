@@ -31,23 +31,8 @@ func LaunchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: ejabberdctl", ErrNotInstalled)
 	}
-	if o.Domain == "" {
-		o.Domain = "example.test"
-	}
-	if o.ComponentDomain == "" {
-		o.ComponentDomain = "agents." + o.Domain
-	}
-	if o.ComponentSecret == "" {
-		o.ComponentSecret = randomSecret()
-	}
-	if o.Interface == "" {
-		o.Interface = "127.0.0.1"
-	}
-	for what, v := range map[string]string{"Domain": o.Domain, "ComponentDomain": o.ComponentDomain,
-		"ComponentSecret": o.ComponentSecret, "Interface": o.Interface} {
-		if err := checkSafe(what, v); err != nil {
-			return nil, err
-		}
+	if err := serverDefaults(&o.Domain, &o.ComponentDomain, &o.ComponentSecret, &o.Interface); err != nil {
+		return nil, err
 	}
 	dir := o.Dir
 	if dir == "" {

@@ -397,3 +397,28 @@ func startCmd(cmd *exec.Cmd) error {
 	}
 	return err
 }
+
+// serverDefaults fills the options Prosody and ejabberd share (domain,
+// component domain, secret, interface) and checks each is safe to write
+// into a server config.
+func serverDefaults(domain, componentDomain, secret, iface *string) error {
+	if *domain == "" {
+		*domain = "example.test"
+	}
+	if *componentDomain == "" {
+		*componentDomain = "agents." + *domain
+	}
+	if *secret == "" {
+		*secret = randomSecret()
+	}
+	if *iface == "" {
+		*iface = "127.0.0.1"
+	}
+	for what, v := range map[string]string{"Domain": *domain, "ComponentDomain": *componentDomain,
+		"ComponentSecret": *secret, "Interface": *iface} {
+		if err := checkSafe(what, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

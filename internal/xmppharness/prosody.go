@@ -40,23 +40,8 @@ func LaunchProsody(ctx context.Context, o ProsodyOptions) (*Server, error) {
 			return nil, fmt.Errorf("%w: lua-unbound", ErrNotInstalled)
 		}
 	}
-	if o.Domain == "" {
-		o.Domain = "example.test"
-	}
-	if o.ComponentDomain == "" {
-		o.ComponentDomain = "agents." + o.Domain
-	}
-	if o.ComponentSecret == "" {
-		o.ComponentSecret = randomSecret()
-	}
-	if o.Interface == "" {
-		o.Interface = "127.0.0.1"
-	}
-	for what, v := range map[string]string{"Domain": o.Domain, "ComponentDomain": o.ComponentDomain,
-		"ComponentSecret": o.ComponentSecret, "Interface": o.Interface} {
-		if err := checkSafe(what, v); err != nil {
-			return nil, err
-		}
+	if err := serverDefaults(&o.Domain, &o.ComponentDomain, &o.ComponentSecret, &o.Interface); err != nil {
+		return nil, err
 	}
 	if net.ParseIP(o.Interface) == nil {
 		return nil, fmt.Errorf("xmppharness: Interface must be an IP address")

@@ -30,14 +30,10 @@ within one second. The same operations exist as admin IQs for the JIDs in
 same content again is a no-op, different content under a version is refused.`
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintf(stdout, "Usage: agentgw %s\n", adminSynopsis)
-		if len(args) == 0 {
-			return usagef("missing subcommand")
-		}
-		return errHelpShown
+	sub, err := subcommand(args, adminSynopsis, "missing subcommand", stdout)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	fs := newFlags("admin "+sub, adminSynopsis, stdout)
 	cfgPath := configFlag(fs)
 	activate := fs.Bool("activate", false, "register: also activate the registered version")

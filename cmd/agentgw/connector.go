@@ -27,14 +27,10 @@ shell history. The running gateway notices the new channel binding within a
 second and publishes the connector's tools.`
 
 func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintf(stdout, "Usage: agentgw %s\n", connectorSynopsis)
-		if len(args) == 0 {
-			return usagef("missing subcommand: flows, auth or logout")
-		}
-		return errHelpShown
+	sub, err := subcommand(args, connectorSynopsis, "missing subcommand: flows, auth or logout", stdout)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	fs := newFlags("connector "+sub, connectorSynopsis, stdout)
 	cfgPath := configFlag(fs)
 	flow := fs.String("flow", "", "auth flow id (default: the only flow, or the first form flow)")

@@ -48,3 +48,17 @@ type stringList []string
 
 func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// subcommand returns the subcommand of a command that has them, or prints
+// the synopsis for --help (errHelpShown) and for a missing subcommand (a
+// usage error saying missing).
+func subcommand(args []string, synopsis, missing string, stdout io.Writer) (string, error) {
+	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
+		fmt.Fprintf(stdout, "Usage: agentgw %s\n", synopsis)
+		if len(args) == 0 {
+			return "", usagef("%s", missing)
+		}
+		return "", errHelpShown
+	}
+	return args[0], nil
+}

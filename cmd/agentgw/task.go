@@ -24,14 +24,10 @@ const taskSynopsis = `task state  --jid JID AGENT_JID TASK_ID
 Without --revision, cancel and input use the task's current revision.`
 
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintf(stdout, "Usage: agentgw %s\n", taskSynopsis)
-		if len(args) == 0 {
-			return usagef("missing subcommand: state, result, cancel or input")
-		}
-		return errHelpShown
+	sub, err := subcommand(args, taskSynopsis, "missing subcommand: state, result, cancel or input", stdout)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	fs := newFlags("task "+sub, taskSynopsis, stdout)
 	cf := addCallerFlags(fs)
 	reason := fs.String("reason", "", "cancellation reason")

@@ -24,14 +24,10 @@ manifests, schemas, search, vCards, presence) and invocation are granted
 separately. A running gateway applies changes within one second.`
 
 func runTrust(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "--help" || args[0] == "-h" {
-		fmt.Fprintf(stdout, "Usage: agentgw %s\n", trustSynopsis)
-		if len(args) == 0 {
-			return usagef("missing subcommand: grant, revoke or list")
-		}
-		return errHelpShown
+	sub, err := subcommand(args, trustSynopsis, "missing subcommand: grant, revoke or list", stdout)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	fs := newFlags("trust "+sub, trustSynopsis, stdout)
 	cfgPath := configFlag(fs)
 	vis := fs.Bool("visibility", false, "the visibility scope (discovery and metadata)")

@@ -48,9 +48,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	// Without a limit the WAL file keeps its high-water mark for good.
-	if _, err := w.ExecContext(ctx, "PRAGMA journal_size_limit = 16777216"); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	// Statement and savepoint journals (every task update has a guarding
+	// trigger, every group-commit op a savepoint) stay in memory: in a temp
+	// file they cost a spill file and heap churn per statement (strace of
+	// tasks' BenchmarkAdmitAndRun: 11,830 brk, 16,913 madvise and 87,800
+	// pwrite for 10,000 tasks, against 7, 535 and 60,015 in memory). They
+	// live only while a transaction is open, so this holds no data at rest.
+	for _, pragma := range []string{"PRAGMA journal_size_limit = 16777216", "PRAGMA temp_store = MEMORY"} {
+		if _, err := w.ExecContext(ctx, pragma); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
 	}
 	if err := migrate(ctx, w); err != nil {
 		w.Close()

@@ -59,12 +59,12 @@ load start
 # Admission through Prosody and its trivial-component baseline, three times
 # each, alternating (the report takes medians), then the parts alone.
 for i in 1 2 3; do
-	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|Admission)$' -benchtime 4s
+	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|AdmissionBaselineEvents|Admission)$' -benchtime 4s
 done
 bench tasks 3m -run '^$' -bench 'BenchmarkAdmit(NoPersist)?$' -benchtime 3s
 bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
 # Echo end to end through XMPP, MCP and connector, against direct calls.
-bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|ConnectorEcho)$' -benchtime 1x
+bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x

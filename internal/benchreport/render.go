@@ -127,6 +127,10 @@ func render(outcomes []Outcome, res *Results, dir string, mc Machine) string {
 		w("| %s | %s | %s | %s | %s | %s |\n", cell(o.Scenario), cell(fig), cell(base), o.ratioText(), cell(target), met)
 	}
 
+	byID := map[string]Outcome{}
+	for _, o := range outcomes {
+		byID[o.ID] = o
+	}
 	// Missed targets, with the profile of their hot path.
 	profFile := map[Profile]string{}
 	var missed []Outcome
@@ -153,6 +157,13 @@ func render(outcomes []Outcome, res *Results, dir string, mc Machine) string {
 			}
 			if o.Why != "" {
 				w("What bounds it: %s\n\n", o.Why)
+			}
+			if c, ok := byID[o.Ceiling]; ok && c.HasRatio {
+				verdict := "so the target is within what the path allows, and the gap is the gateway's own"
+				if !o.Target.met(c.Ratio) {
+					verdict = "so the XMPP path alone already misses the target: no gateway behind this Prosody on this machine can meet it, and the target is wrong for this setup"
+				}
+				w("The XMPP path alone for the same traffic (row \"%s\") reaches %s against the same target, %s.\n\n", c.Scenario, c.ratioText(), verdict)
 			}
 			if o.Profile == nil {
 				continue
@@ -386,8 +397,8 @@ func clientSide(fn string) bool {
 // notes say how each scenario is set up; they belong to the benchmarks in
 // internal/gatewaytest/scale_bench_test.go and the packages named.
 var notes = []string{
-	"**Admission** (`internal/gatewaytest` BenchmarkAdmission, BenchmarkAdmissionBaseline): run three times, alternating with its baseline; the table shows medians. 4 client connections with 16 invokes in flight each, through a private Prosody, to the in-process gateway (task row and replay record committed with synchronous=FULL before `<accepted/>`; the echo tasks then run and send their events). The baseline answers the same IQ with a canned `<accepted/>` from a trivial component: same Prosody, same clients, no validation, no persistence. `tasks` BenchmarkAdmit/BenchmarkAdmitNoPersist measure the engine alone; `component` BenchmarkIQRoundTrip the XMPP path alone.",
-	"**MCP echo end to end** (BenchmarkMCPEcho): `[[agents]]` server-everything over stdio behind the in-process gateway; each call is invoke + following the lifecycle events to `completed` (agentclient Invoke + Follow), from 8 client connections (1 caller, or 32 callers spread over them). The baseline is the go-sdk client calling `echo` on its own server-everything process over stdio, with the same number of concurrent callers. The two paths alternate in four slices of AGENTGW_BENCH_SECONDS/4 (default 8 s per path in total), so that noise hits both alike. Rate limits and the active-task cap are lifted for the run. The p50 ≤ 5× target is read as applying to the 32-caller case, as the throughput target does.",
+	"**Admission** (`internal/gatewaytest` BenchmarkAdmission, BenchmarkAdmissionBaseline): run three times, alternating with its baseline; the table shows medians. 4 client connections with 16 invokes in flight each, through a private Prosody, to the in-process gateway (task row and replay record committed with synchronous=FULL before `<accepted/>`; the echo tasks then run and send their events). The baseline answers the same IQ with a canned `<accepted/>` from a trivial component: same Prosody, same clients, no validation, no persistence. A second baseline (BenchmarkAdmissionBaselineEvents, run between them) makes the trivial component also send the two lifecycle messages an echo task produces (status running, completed), so that it carries exactly the gateway's stanzas: the XMPP path's own limit for that traffic. `tasks` BenchmarkAdmit/BenchmarkAdmitNoPersist measure the engine alone; `component` BenchmarkIQRoundTrip the XMPP path alone.",
+	"**MCP echo end to end** (BenchmarkMCPEcho): `[[agents]]` server-everything over stdio behind the in-process gateway; each call is invoke + following the lifecycle events to `completed` (agentclient Invoke + Follow), from 8 client connections (1 caller, or 32 callers spread over them). The baseline is the go-sdk client calling `echo` on its own server-everything process over stdio, with the same number of concurrent callers. The two paths alternate in four slices of AGENTGW_BENCH_SECONDS/4 (default 8 s per path in total), so that noise hits both alike. Rate limits and the active-task cap are lifted for the run. The p50 ≤ 5× target is read as applying to the 32-caller case, as the throughput target does. BenchmarkMCPEchoXMPPCeiling, in the same go test run, makes the same calls (same 8 connections, 1 or 32 callers, AGENTGW_BENCH_SECONDS each) against a trivial component on its own private Prosody that answers each invoke with a canned `<accepted/>` and the two lifecycle messages of an echo task: the XMPP path's ceiling for one call.",
 	"**Connector echo** (BenchmarkConnectorEcho): the reference xAgent connector (`connectorbridge/connectortest`) behind the gateway, authenticated with `agentgw connector auth`; invoke + follow as above. The baseline is `connectorbridge` BenchmarkEcho/direct: the same echo sent straight to the connector's WebSocket, one call at a time.",
 	"**MCP front chain** (`mcpbridge/front` BenchmarkEchoFullChainVsDirect): the official TS client calling server-everything's echo through `agentgw mcp` → Prosody → gateway → server-everything, and directly over stdio; percentiles of 300 calls per path measured inside node.",
 	"**Directory at scale** (BenchmarkDirectory10k): 10,000 endpoints with DefaultManifest (5 tools each, about 2.3 KB canonical) are written into the store through the directory store's own Register/Activate with fsync off for the seeding only; then `agentgw serve` runs as a subprocess and a client pages the directory (disco#items, RSM max 50, first page and after the middle) and searches (jabber:iq:search, 100 matches each, page of 50) 200 times each, sequentially. RSS is read from `/proc/<pid>/status` of the gateway process; the baseline is the same gateway over an empty directory. The live heap of the loaded index is measured in the test process.",

@@ -12,6 +12,7 @@ goarch: amd64
 pkg: github.com/agentgw/agentgw/internal/gatewaytest
 cpu: AMD EPYC
 BenchmarkAdmissionBaseline-2   	   10000	   1924637 ns/op	       500.0 admissions/s	        16.02 p50-ms	      1860 p99-ms
+BenchmarkAdmissionBaselineEvents-2   	    1000	   2788099 ns/op	       240.0 admissions/s	        16.02 p50-ms	      1860 p99-ms
 BenchmarkAdmission-2           	    1632	   2788099 ns/op	        68.68 %-of-baseline	       200.0 admissions/s	        56.67 p50-ms	      1583 p99-ms
 BenchmarkMCPEcho/callers=32-2        	       1	13763894303 ns/op	         1.259 %-of-direct	        22.07 calls/s	      1752 direct-calls/s	         3.729 direct-p50-ms	       128.3 direct-p99-ms	      1032 p50-ms	       276.7 p50-x-direct	      3464 p99-ms
 BenchmarkConcurrentTasks1000-2   	       1	8617787487 ns/op	         0 lost-revisions	 0 undelivered-events
@@ -97,6 +98,9 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
 		"| 40.0 % | ≥ 50 % of baseline | **no** |",
 		"## Missed targets",
 		"`tasks.(*Engine).runBatch` — 37.5 % cumulative",
+		// 240/500 = 48 % < 50 %: the like-for-like XMPP limit misses too.
+		"reaches 48.0 % against the same target, so the XMPP path alone already misses the target",
+		"| Admission, against the XMPP path's own limit for the same stanzas | 200 admissions/s | 240 admissions/s",
 		"## Machine",
 		"- CPUs (nproc): ",
 		"Failed benchmarks: internal/gatewaytest BenchmarkRecovery.",

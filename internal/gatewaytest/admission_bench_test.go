@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
 )
@@ -41,28 +43,84 @@ var baselineRate float64
 // Prosody, answered with a canned <accepted/> by a trivial component:
 // no validation, no persistence. It runs first (source order).
 func BenchmarkAdmissionBaseline(b *testing.B) {
+	e, clients, ep := startTrivialTarget(b, benchUserNames("bench", benchConns), false)
+	baselineRate = driveInvokes(b, e.Server, clients, ep, trivialInvoke)
+}
+
+// BenchmarkAdmissionBaselineEvents is BenchmarkAdmissionBaseline with the
+// trivial component also sending the two lifecycle messages the gateway
+// sends for each echo task (status running, completed): the same stanzas
+// through the same Prosody, with no validation, persistence or backend.
+// It is the XMPP path's own limit for the traffic BenchmarkAdmission
+// makes.
+func BenchmarkAdmissionBaselineEvents(b *testing.B) {
+	e, clients, ep := startTrivialTarget(b, benchUserNames("bench", benchConns), true)
+	baselineEventsRate = driveInvokes(b, e.Server, clients, ep, trivialInvoke)
+	if baselineRate > 0 {
+		b.ReportMetric(100*baselineEventsRate/baselineRate, "%-of-baseline")
+	}
+}
+
+// baselineEventsRate is the last BenchmarkAdmissionBaselineEvents result.
+var baselineEventsRate float64
+
+func trivialInvoke() *agentclient.InvokeRequest {
+	return &agentclient.InvokeRequest{Tool: "echo", Version: "1.0.0",
+		ManifestHash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Arguments: json.RawMessage(`{"message":"hi"}`)}
+}
+
+// startTrivialTarget starts a private Prosody and a trivial component that
+// answers every invoke to any JID of its domain with a canned <accepted/>;
+// withEvents also sends, after the answer, a status running event and a
+// completed event carrying a fixed echo result, as the gateway does for an
+// echo task. It returns the environment, one logged-in client per user and
+// the endpoint to call.
+func startTrivialTarget(b *testing.B, users []string, withEvents bool) (*Env, []*agentclient.Client, jid.JID) {
 	srv := xmppharness.StartProsody(b, xmppharness.ProsodyOptions{})
-	users := benchUsers(b, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, u := range users {
+		if err := srv.Register(ctx, u, Password+u); err != nil {
+			b.Fatal(err)
+		}
+	}
 	domain := jid.MustParse(srv.ComponentDomain)
 	r := component.NewRouter(domain, allEndpoints{}, slog.New(slog.DiscardHandler))
+	var comp atomic.Pointer[component.Component]
 	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(
 		func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 			now := time.Now().UTC()
-			return taskxmpp.AcceptedElement(tasks.Accepted{
+			acc := tasks.Accepted{
 				TaskID: ids.New("task-"), RequestID: iq.Payload.AttrValue("request-id"),
 				Created: now, RetainUntil: now.Add(24 * time.Hour),
-			}), nil
+			}
+			if withEvents {
+				go sendCannedEvents(comp.Load(), iq.To.Bare(), iq.From, acc.TaskID, now)
+			}
+			return taskxmpp.AcceptedElement(acc), nil
 		}))
-	componenttest.Start(b, component.Config{Domain: domain, Addr: srv.ComponentAddr, Secret: srv.ComponentSecret,
-		Logger: slog.New(slog.DiscardHandler)}, r)
+	comp.Store(componenttest.Start(b, component.Config{Domain: domain, Addr: srv.ComponentAddr, Secret: srv.ComponentSecret,
+		Logger: slog.New(slog.DiscardHandler)}, r))
 	e := &Env{T: b, Server: srv, Domain: srv.ComponentDomain}
-	clients := benchClients(b, e, users)
-	ep := jid.MustParse("echo@" + srv.ComponentDomain)
-	req := func() *agentclient.InvokeRequest {
-		return &agentclient.InvokeRequest{Tool: "echo", Version: "1.0.0",
-			ManifestHash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", Arguments: json.RawMessage(`{"message":"hi"}`)}
+	return e, benchClients(b, e, users), jid.MustParse("echo@" + srv.ComponentDomain)
+}
+
+// cannedEchoResult is the completed payload of server-everything's echo as
+// the gateway relays it.
+const cannedEchoResult = `{"result":{"content":[{"text":"Echo: hello","type":"text"}],"isError":false}}`
+
+func sendCannedEvents(c *component.Component, from, to jid.JID, taskID string, now time.Time) {
+	for i, ev := range []struct{ typ, payload string }{
+		{"status", `{"state":"running","updatedAt":"` + xmpptime.Format(now) + `"}`},
+		{"completed", cannedEchoResult},
+	} {
+		id := ids.New("evt-")
+		msg := component.NewMessage(id, from, to, taskxmpp.EventElement(tasks.Event{
+			TaskID: taskID, EventID: id, Revision: int64(i + 1), Type: ev.typ, Payload: []byte(ev.payload)}))
+		if err := c.Send(context.Background(), msg); err != nil {
+			return
+		}
 	}
-	baselineRate = driveInvokes(b, srv, clients, ep, req)
 }
 
 // BenchmarkAdmission measures durable admissions through Prosody: invokes
@@ -72,10 +130,7 @@ func BenchmarkAdmissionBaseline(b *testing.B) {
 // (synchronous=FULL); the tasks then run and complete, sending their
 // events, as in production.
 func BenchmarkAdmission(b *testing.B) {
-	var users []string
-	for i := 0; i < benchConns; i++ {
-		users = append(users, fmt.Sprintf("bench%d", i))
-	}
+	users := benchUserNames("bench", benchConns)
 	e := Start(b, Options{Agents: []Agent{{Localpart: "echo"}}, Users: users, TOML: `
 [federation]
 invoke_per_second = 1000000
@@ -102,20 +157,9 @@ max_active = 1000000
 	if baselineRate > 0 {
 		b.ReportMetric(100*rate/baselineRate, "%-of-baseline")
 	}
-}
-
-func benchUsers(b *testing.B, srv *xmppharness.Server) []string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var users []string
-	for i := 0; i < benchConns; i++ {
-		u := fmt.Sprintf("bench%d", i)
-		if err := srv.Register(ctx, u, Password+u); err != nil {
-			b.Fatal(err)
-		}
-		users = append(users, u)
+	if baselineEventsRate > 0 {
+		b.ReportMetric(100*rate/baselineEventsRate, "%-of-baseline-events")
 	}
-	return users
 }
 
 func benchClients(b *testing.B, e *Env, users []string) []*agentclient.Client {

@@ -275,6 +275,42 @@ func BenchmarkMCPEcho(b *testing.B) {
 	}
 }
 
+// BenchmarkMCPEchoXMPPCeiling makes BenchmarkMCPEcho's calls, with the same
+// 8 connections and 1 or 32 callers, against a trivial component instead
+// of the gateway: it answers each invoke with a canned <accepted/> and then
+// sends the two lifecycle messages of an echo task (status running,
+// completed with a fixed result). No validation, persistence or MCP: the
+// figure is what the XMPP path alone allows for that exchange on this
+// machine, the ceiling of any gateway behind this Prosody.
+func BenchmarkMCPEchoXMPPCeiling(b *testing.B) {
+	_, clients, ep := startTrivialTarget(b, benchUserNames("mcp", 8), true)
+	for _, callers := range []int{1, 32} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			l, el, err := driveCalls(callers, benchPhase(), func(ctx context.Context, w int) error {
+				c := clients[w%len(clients)]
+				acc, err := c.Invoke(ctx, ep, trivialInvoke())
+				if err != nil {
+					return fmt.Errorf("invoke: %w", err)
+				}
+				out, err := c.Follow(ctx, ep, acc, agentclient.CallOptions{RecoverAfter: 2 * time.Second})
+				if err != nil {
+					return fmt.Errorf("follow: %w", err)
+				}
+				if out.State != "completed" {
+					return fmt.Errorf("task ended %s", out.State)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(l))/el.Seconds(), "calls/s")
+			b.ReportMetric(l.q(0.50), "p50-ms")
+			b.ReportMetric(l.q(0.99), "p99-ms")
+		})
+	}
+}
+
 const (
 	benchConnectorKey = "bench-conn-key-SECRET-0c7e1d"
 	benchFormToken    = "bench-form-token-SECRET-4a2b"

@@ -248,7 +248,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		b.onCommit(func() {
 			e.armDeadline(id, dls, at)
 			if !e.holdDispatch.Load() {
-				e.submit(func(b *batch) error { return b.dispatch(id) })
+				e.submitDurable(func(b *batch) error { return b.dispatch(id) })
 			}
 		})
 		return nil

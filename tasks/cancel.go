@@ -106,7 +106,7 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 				e.deliverInput(id, pendingInput, nil, ErrInputSuperseded)
 			}
 			if !dispatched {
-				e.submit(func(b *batch) error { return b.dispatch(id) })
+				e.submitDurable(func(b *batch) error { return b.dispatch(id) })
 			}
 		})
 		return nil

@@ -325,15 +325,40 @@ func (e *Engine) stopTimers() {
 type op struct {
 	fn   func(b *batch) error
 	done chan error
+	// durable ops are work the engine owes after an earlier commit (the
+	// dispatch of an accepted task, a settlement, a deadline): a storage
+	// failure (a full or read-only disk) retries them with backoff until
+	// they commit or the engine closes, instead of leaving the task
+	// accepted or running until a restart.
+	durable bool
+	attempt int
 }
+
+// Backoff of durable ops after a storage failure.
+const (
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
 
 func (e *Engine) submit(fn func(b *batch) error) *op {
 	o := &op{fn: fn, done: make(chan error, 1)}
+	e.enqueue(o)
+	return o
+}
+
+// submitDurable queues fn as a durable op (see op.durable).
+func (e *Engine) submitDurable(fn func(b *batch) error) *op {
+	o := &op{fn: fn, done: make(chan error, 1), durable: true}
+	e.enqueue(o)
+	return o
+}
+
+func (e *Engine) enqueue(o *op) {
 	e.qmu.Lock()
 	if e.qclosed {
 		e.qmu.Unlock()
 		o.done <- ErrClosed
-		return o
+		return
 	}
 	e.queue = append(e.queue, o)
 	e.qmu.Unlock()
@@ -341,13 +366,31 @@ func (e *Engine) submit(fn func(b *batch) error) *op {
 	case e.qsig <- struct{}{}:
 	default:
 	}
-	return o
+}
+
+// finish reports an op's outcome, or queues a durable op again later when
+// its commit failed.
+func (e *Engine) finish(o *op, err error) {
+	if err == nil || !o.durable || errors.Is(err, ErrClosed) || e.closing.Load() {
+		o.done <- err
+		return
+	}
+	o.attempt++
+	delay := min(retryFirst<<min(o.attempt-1, 6), retryMax)
+	e.log.Warn("tasks: commit failed; retrying", "attempt", o.attempt, "in", delay, "err", err)
+	e.clock.AfterFunc(delay, func() { e.enqueue(o) })
 }
 
 // do runs fn in the next group commit and waits for that commit. It does
 // not give up on ctx: the outcome must be known once the op is queued.
 func (e *Engine) do(fn func(b *batch) error) error {
 	return <-e.submit(fn).done
+}
+
+// doDurable is do for a durable op: it returns once fn committed, or with
+// ErrClosed when the engine closed first.
+func (e *Engine) doDurable(fn func(b *batch) error) error {
+	return <-e.submitDurable(fn).done
 }
 
 func (e *Engine) take() ([]*op, bool) {
@@ -422,7 +465,7 @@ func (e *Engine) runBatch(ops []*op) {
 	if err != nil {
 		e.log.Error("tasks: begin failed", "err", err)
 		for _, o := range ops {
-			o.done <- err
+			e.finish(o, err)
 		}
 		return
 	}
@@ -450,7 +493,7 @@ func (e *Engine) runBatch(ops []*op) {
 		e.log.Error("tasks: commit failed", "err", err)
 		tx.Rollback()
 		for _, o := range ops {
-			o.done <- fmt.Errorf("tasks: commit: %w", err)
+			e.finish(o, fmt.Errorf("tasks: commit: %w", err))
 		}
 		return
 	}
@@ -462,7 +505,7 @@ func (e *Engine) runBatch(ops []*op) {
 	}
 	e.enqueueEvents(b.events)
 	for i, o := range ops {
-		o.done <- errs[i]
+		e.finish(o, errs[i])
 	}
 }
 
@@ -523,7 +566,7 @@ func (e *Engine) armDeadline(id, deadline string, at time.Time) {
 		old.Stop()
 	}
 	e.deadlines[id] = e.clock.AfterFunc(max(d, 0), func() {
-		e.submit(func(b *batch) error { return b.deadlineFired(id) })
+		e.submitDurable(func(b *batch) error { return b.deadlineFired(id) })
 	})
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -73,6 +75,8 @@ type harness struct {
 	m     *directory.Manifest
 	cfg   tasks.Config
 	noBkd atomic.Bool
+	// wrap, when set, wraps the store's driver (fault injection).
+	wrap func(taskdb.Driver) taskdb.Driver
 	// restarted: the recorder saw only events since the last open.
 	restarted bool
 }
@@ -138,6 +142,9 @@ func (h *harness) open() {
 	h.db = db
 	cfg := h.cfg
 	cfg.Store = db
+	if h.wrap != nil {
+		cfg.Driver = h.wrap(tasksqlite.New(db))
+	}
 	eng, err := tasks.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

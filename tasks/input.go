@@ -216,7 +216,7 @@ func (e *Engine) rearmInputExpiry(taskID, requestID string, at time.Time) {
 		r.inputTimer.Stop()
 	}
 	r.inputTimer = e.clock.AfterFunc(max(at.Sub(e.clock.Now()), time.Nanosecond), func() {
-		e.submit(func(b *batch) error { return b.inputExpiryFired(taskID, requestID) })
+		e.submitDurable(func(b *batch) error { return b.inputExpiryFired(taskID, requestID) })
 	})
 }
 

@@ -119,12 +119,25 @@ func (r *run) CancelRequested() <-chan struct{} { return r.cancelReq }
 // apply runs fn against the task in the next group commit, after the
 // checks every executor mutation shares: terminal tasks refuse (output after
 // settlement is discarded) and a reached deadline settles the task instead.
+// A storage failure is returned to the executor.
 func (r *run) apply(fn func(b *batch, t *taskdb.Task) error) error {
+	return r.mutate(r.e.do, fn)
+}
+
+// settle is apply for a settlement: the backend call has ended, so its
+// outcome must not be lost to a storage failure. The commit is retried
+// until it succeeds (or the task settles otherwise, or the engine closes),
+// and the executor waits for it.
+func (r *run) settle(fn func(b *batch, t *taskdb.Task) error) error {
+	return r.mutate(r.e.doDurable, fn)
+}
+
+func (r *run) mutate(do func(func(b *batch) error) error, fn func(b *batch, t *taskdb.Task) error) error {
 	if r.e.closing.Load() {
 		return ErrClosed
 	}
 	var result error
-	err := r.e.do(func(b *batch) error {
+	err := do(func(b *batch) error {
 		t, err := b.load(r.id)
 		if err != nil {
 			return err
@@ -180,7 +193,7 @@ func (r *run) Complete(res ToolResult) error {
 		}
 		return fmt.Errorf("tasks: result rejected (%s)", fail.Code)
 	}
-	return r.apply(func(b *batch, t *taskdb.Task) error {
+	return r.settle(func(b *batch, t *taskdb.Task) error {
 		return b.settle(t, StateCompleted, EventCompleted, payload)
 	})
 }
@@ -188,7 +201,7 @@ func (r *run) Complete(res ToolResult) error {
 func (r *run) Fail(f Failure) error { return r.settleFailure(f) }
 
 func (r *run) settleFailure(f Failure) error {
-	return r.apply(func(b *batch, t *taskdb.Task) error { return b.fail(t, f) })
+	return r.settle(func(b *batch, t *taskdb.Task) error { return b.fail(t, f) })
 }
 
 func (r *run) Cancelled(reason string) error {
@@ -196,7 +209,7 @@ func (r *run) Cancelled(reason string) error {
 	if err != nil {
 		return err
 	}
-	return r.apply(func(b *batch, t *taskdb.Task) error {
+	return r.settle(func(b *batch, t *taskdb.Task) error {
 		return b.settle(t, StateCancelled, EventCancelled, payload)
 	})
 }
@@ -340,7 +353,7 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 			if hasExpiry {
 				reqID := pi.requestID
 				r.inputTimer = r.e.clock.AfterFunc(max(timerInstant(expires).Sub(r.e.clock.Now()), 0), func() {
-					r.e.submit(func(b *batch) error { return b.inputExpiryFired(r.id, reqID) })
+					r.e.submitDurable(func(b *batch) error { return b.inputExpiryFired(r.id, reqID) })
 				})
 			}
 			r.mu.Unlock()

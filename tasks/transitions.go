@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -38,7 +37,7 @@ func (b *batch) commit(t *taskdb.Task, from []string, typ string, payload []byte
 		// a concurrent process on the same file.
 		return fmt.Errorf("tasks: guard failed for a transition to %s", next.State)
 	}
-	ev := taskdb.Event{TaskID: t.ID, Revision: next.Revision, EventID: ids.New("evt-"), Type: typ, Payload: payload, Created: now}
+	ev := taskdb.Event{TaskID: t.ID, Revision: next.Revision, EventID: newEventID(now), Type: typ, Payload: payload, Created: now}
 	if err := b.tx.AppendEvent(&ev); err != nil {
 		return err
 	}

@@ -173,8 +173,13 @@ func driveCalls(callers int, d time.Duration, call func(ctx context.Context, wor
 // invokeAndFollow is one call through XMPP: invoke, then follow the
 // lifecycle events to the terminal one.
 func invokeAndFollow(ctx context.Context, c *agentclient.Client, ep jid.JID, p *agentclient.Pinned, tool, args string) error {
-	acc, err := c.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: tool, Version: p.Manifest.Version,
+	return callAndFollow(ctx, c, ep, &agentclient.InvokeRequest{Tool: tool, Version: p.Manifest.Version,
 		ManifestHash: p.Manifest.Hash, Arguments: json.RawMessage(args)})
+}
+
+// callAndFollow invokes req and follows the task to completed.
+func callAndFollow(ctx context.Context, c *agentclient.Client, ep jid.JID, req *agentclient.InvokeRequest) error {
+	acc, err := c.Invoke(ctx, ep, req)
 	if err != nil {
 		return fmt.Errorf("invoke: %w", err)
 	}
@@ -287,19 +292,7 @@ func BenchmarkMCPEchoXMPPCeiling(b *testing.B) {
 	for _, callers := range []int{1, 32} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			l, el, err := driveCalls(callers, benchPhase(), func(ctx context.Context, w int) error {
-				c := clients[w%len(clients)]
-				acc, err := c.Invoke(ctx, ep, trivialInvoke())
-				if err != nil {
-					return fmt.Errorf("invoke: %w", err)
-				}
-				out, err := c.Follow(ctx, ep, acc, agentclient.CallOptions{RecoverAfter: 2 * time.Second})
-				if err != nil {
-					return fmt.Errorf("follow: %w", err)
-				}
-				if out.State != "completed" {
-					return fmt.Errorf("task ended %s", out.State)
-				}
-				return nil
+				return callAndFollow(ctx, clients[w%len(clients)], ep, trivialInvoke())
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -90,7 +90,7 @@ purges every minute, so the tasks table holds at most the tasks of the
 last ~70 s; the test checks that bound at every sample after the first
 minute and a quarter, and that `task_events` shrinks with it (at most ten
 events per task in the bound). The store file itself plateaus after about
-two minutes; the WAL file does not shrink (no `journal_size_limit`) and
+two minutes; the WAL file does not shrink below `journal_size_limit` (16 MiB) and
 its high-water mark, set by the purge transactions, creeps up by about
 0.2 MB every few minutes, which the DB + WAL limit allows for.
 

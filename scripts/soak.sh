@@ -130,15 +130,15 @@ exact in both modes.
 
 ## Known creep (bounded)
 
-- The live heap keeps rising by about 0.2 MB/min after warm-up (+0.17 to
-  +0.26 MB/min in four runs of 7-10 minutes), half the limit. The likely
-  main part: `startTimes.take` in `internal/gateway/observe.go` deletes
-  the map entry but leaves the task ID in `order`, which is trimmed only
-  past 100000 entries, about 65 bytes per task until then (some 6.5 MB at
-  the cap, reached after about 50 minutes at this rate). Bounded, but the
-  IDs should go when taken.
-- The WAL file's high-water mark (above). `PRAGMA journal_size_limit`
-  would let SQLite truncate it after checkpoints.
+- The live heap still rises slowly after warm-up: +0.18 MB/min over the
+  second half of the 20-minute run of 2026-11-29 (13.55 MB at 4 min,
+  14.41 MB from 15 min on, in steps), within the 0.5 MB/min limit. Two
+  earlier suspects are ruled out: `startTimes` in
+  `internal/gateway/observe.go` compacts settled task IDs out of its
+  order slice, and the writer sets `journal_size_limit` (16 MiB), so the
+  WAL is truncated after checkpoints. The rest of the cause is not pinned
+  down; the step shape fits slices that double as the bounded caches
+  above fill.
 
 ## Recorded run
 

@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +27,7 @@ import (
 
 const (
 	crashTool      = "trigger-long-running-operation"
-	crashTasks     = 200
+	crashTasks     = 500
 	crashUsers     = 4
 	crashPerClient = 16 // invokes in flight per connection
 )
@@ -39,28 +42,46 @@ type killPoint struct {
 }
 
 // TestCrashKill9MidRun runs `agentgw serve` as a subprocess with the real
-// MCP server-everything behind an endpoint, admits 200 long-running tasks
+// MCP server-everything behind an endpoint, admits 500 long-running tasks
 // from several connections at once, kills the gateway with SIGKILL at
-// different points, restarts it on the same config and store, and checks
-// what the spec promises about a crash: every acceptance was durable,
-// non-resumable tasks are failed agentgw:interrupted (retryable), tasks
-// still accepted are dispatched after the restart, revisions are gap-free,
-// and replays return the original task.
+// random points of different phases, restarts it on the same config and
+// store, and checks what the spec promises about a crash: every
+// acceptance was durable, non-resumable tasks are failed
+// agentgw:interrupted (retryable), tasks still accepted are dispatched
+// after the restart, revisions are gap-free, and replays return the
+// original task. AGENTGW_CRASH_SEED replays the kill points of a logged
+// run.
 func TestCrashKill9MidRun(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("AGENTGW_CRASH_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("AGENTGW_CRASH_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("kill points from AGENTGW_CRASH_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	// Three kills land inside the storm (as the n-th invoke is sent, with
+	// up to 64 others in flight), three after the last acceptance.
 	points := []killPoint{
-		{name: "mid-admission", midAdmission: 120},
-		{name: "0ms"},
-		{name: "50ms", delay: 50 * time.Millisecond},
-		{name: "200ms", delay: 200 * time.Millisecond},
-		{name: "1s", delay: time.Second},
-		{name: "3s", delay: 3 * time.Second},
+		{name: "storm-early", midAdmission: 50 + rng.IntN(150)},
+		{name: "storm-middle", midAdmission: 200 + rng.IntN(150)},
+		{name: "storm-late", midAdmission: 350 + rng.IntN(140)},
+		{name: "just-after", delay: between(0, 100*time.Millisecond)},
+		{name: "while-running", delay: between(200*time.Millisecond, 1500*time.Millisecond)},
+		{name: "long-running", delay: between(2*time.Second, 4*time.Second)},
 	}
 	if testing.Short() {
-		points = []killPoint{{name: "200ms", delay: 200 * time.Millisecond}}
+		points = []killPoint{{name: "while-dispatching", delay: 200 * time.Millisecond}}
 	}
 	Binary(t) // build once, outside the timed runs
 	for _, kp := range points {
-		t.Run(kp.name, func(t *testing.T) { crashRun(t, kp) })
+		t.Run(kp.name, func(t *testing.T) {
+			t.Logf("kill point %s: after invoke #%d, or %v after the last acceptance", kp.name, kp.midAdmission, kp.delay)
+			crashRun(t, kp)
+		})
 	}
 }
 
@@ -231,7 +252,7 @@ func crashRun(t *testing.T, kp killPoint) {
 	s := newCrashSetup(t, ctx)
 	e, users, clients, ep, pinned, args, gw1 := s.e, s.users, s.clients, s.ep, s.pinned, s.args, s.gw1
 
-	// Admission: 200 invokes over crashUsers connections, crashPerClient
+	// Admission: crashTasks invokes over crashUsers connections, crashPerClient
 	// in flight each.
 	invokes := make([]*sentInvoke, crashTasks)
 	for i := range invokes {

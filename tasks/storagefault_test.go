@@ -21,6 +21,8 @@ type faultDriver struct {
 	states map[string]bool
 	budget int
 	failed int
+	// inUpdate fails the UPDATE statement itself instead of the commit.
+	inUpdate bool
 }
 
 var errInjected = errors.New("disk I/O error (injected)")
@@ -55,6 +57,16 @@ type faultTx struct {
 }
 
 func (t *faultTx) UpdateTask(task *taskdb.Task, prevRev int64, from ...string) (bool, error) {
+	t.d.mu.Lock()
+	fail := t.d.inUpdate && t.d.states[task.State] && t.d.budget > 0
+	if fail {
+		t.d.budget--
+		t.d.failed++
+	}
+	t.d.mu.Unlock()
+	if fail {
+		return false, errInjected
+	}
 	t.moves = append(t.moves, task.State)
 	return t.Tx.UpdateTask(task, prevRev, from...)
 }
@@ -63,7 +75,7 @@ func (t *faultTx) Commit() error {
 	t.d.mu.Lock()
 	fail := false
 	for _, s := range t.moves {
-		fail = fail || t.d.states[s] && t.d.budget > 0
+		fail = fail || !t.d.inUpdate && t.d.states[s] && t.d.budget > 0
 	}
 	if fail {
 		t.d.budget--
@@ -135,6 +147,24 @@ func TestSettlementCommitFailureIsRetried(t *testing.T) {
 	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
 	if got := fd.failures(); got != 4 {
 		t.Fatalf("%d injected commit failures, want 4", got)
+	}
+	evs := h.checkHistory(acc.TaskID)
+	if got := types(evs); len(got) != 2 || got[0] != "status:running" || got[1] != "completed:" {
+		t.Fatalf("history %v, want [status:running completed:]", got)
+	}
+}
+
+// The same when the failing statement is the UPDATE itself: the operation
+// (alone in its batch, or rolled back to its savepoint) is retried.
+func TestSettlementStatementFailureIsRetried(t *testing.T) {
+	h, fd := newFaultHarness(t)
+	h.exec.Script("echo", taskstest.Step{Echo: true})
+	fd.inUpdate = true
+	fd.arm(2, taskdb.Completed)
+	acc := h.admit(h.inv("echo", `{"x":3}`))
+	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
+	if got := fd.failures(); got != 2 {
+		t.Fatalf("%d injected statement failures, want 2", got)
 	}
 	evs := h.checkHistory(acc.TaskID)
 	if got := types(evs); len(got) != 2 || got[0] != "status:running" || got[1] != "completed:" {

@@ -59,7 +59,7 @@ load start
 # Admission through Prosody and its trivial-component baseline, three times
 # each, alternating (the report takes medians), then the parts alone.
 for i in 1 2 3; do
-	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|AdmissionBaselineEvents|Admission)$' -benchtime 4s
+	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|AdmissionBaselineEvents|Admission|AdmissionLongRunning)$' -benchtime 4s
 done
 bench tasks 3m -run '^$' -bench 'BenchmarkAdmit(NoPersist)?$' -benchtime 3s
 bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s

@@ -56,15 +56,15 @@ func newID(prefix string) string { return ids.New(prefix) }
 // fixed-width hex, so that IDs sort by creation and the primary-key index
 // grows at its end instead of at random pages. The time is public anyway
 // (the created attribute).
-func newTaskID(now time.Time) string {
-	return ids.New("task-" + fmt.Sprintf("%016x", uint64(now.UnixNano())))
-}
+func newTaskID(now time.Time) string { return timedID("task-", now) }
 
-// newEventID is an unpredictable event ID (128 random bits) that, like a
-// task ID, starts with its creation time, so the unique index on event
-// IDs grows at its end instead of dirtying a random page per event.
-func newEventID(now time.Time) string {
-	return ids.New("evt-" + fmt.Sprintf("%016x", uint64(now.UnixNano())))
+// newEventID is time-prefixed for the same reason: the unique index on
+// event IDs grows at its end.
+func newEventID(now time.Time) string { return timedID("evt-", now) }
+
+// timedID is 128 random bits after the creation time in fixed-width hex.
+func timedID(prefix string, now time.Time) string {
+	return ids.New(prefix + fmt.Sprintf("%016x", uint64(now.UnixNano())))
 }
 
 // Admit validates an invocation against its pinned manifest and durably

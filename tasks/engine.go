@@ -340,15 +340,13 @@ const (
 	retryMax   = 5 * time.Second
 )
 
-func (e *Engine) submit(fn func(b *batch) error) *op {
-	o := &op{fn: fn, done: make(chan error, 1)}
-	e.enqueue(o)
-	return o
-}
+func (e *Engine) submit(fn func(b *batch) error) *op { return e.push(fn, false) }
 
 // submitDurable queues fn as a durable op (see op.durable).
-func (e *Engine) submitDurable(fn func(b *batch) error) *op {
-	o := &op{fn: fn, done: make(chan error, 1), durable: true}
+func (e *Engine) submitDurable(fn func(b *batch) error) *op { return e.push(fn, true) }
+
+func (e *Engine) push(fn func(b *batch) error, durable bool) *op {
+	o := &op{fn: fn, done: make(chan error, 1), durable: durable}
 	e.enqueue(o)
 	return o
 }

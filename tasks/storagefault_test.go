@@ -125,13 +125,7 @@ func TestDispatchCommitFailureIsRetried(t *testing.T) {
 	if ev := h.terminal(acc.TaskID); ev.Type != "completed" {
 		t.Fatalf("terminal event %s, want completed", ev.Type)
 	}
-	if got := fd.failures(); got != 3 {
-		t.Fatalf("%d injected commit failures, want 3", got)
-	}
-	evs := h.checkHistory(acc.TaskID)
-	if got := types(evs); len(got) != 2 || got[0] != "status:running" || got[1] != "completed:" {
-		t.Fatalf("history %v, want [status:running completed:]", got)
-	}
+	wantRetriedEcho(t, h, fd, acc.TaskID, 3)
 	if n := len(h.exec.Calls()); n != 1 {
 		t.Fatalf("the backend ran %d times, want once", n)
 	}
@@ -145,13 +139,7 @@ func TestSettlementCommitFailureIsRetried(t *testing.T) {
 	fd.arm(4, taskdb.Completed)
 	acc := h.admit(h.inv("echo", `{"x":2}`))
 	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
-	if got := fd.failures(); got != 4 {
-		t.Fatalf("%d injected commit failures, want 4", got)
-	}
-	evs := h.checkHistory(acc.TaskID)
-	if got := types(evs); len(got) != 2 || got[0] != "status:running" || got[1] != "completed:" {
-		t.Fatalf("history %v, want [status:running completed:]", got)
-	}
+	wantRetriedEcho(t, h, fd, acc.TaskID, 4)
 }
 
 // The same when the failing statement is the UPDATE itself: the operation
@@ -163,10 +151,17 @@ func TestSettlementStatementFailureIsRetried(t *testing.T) {
 	fd.arm(2, taskdb.Completed)
 	acc := h.admit(h.inv("echo", `{"x":3}`))
 	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
-	if got := fd.failures(); got != 2 {
-		t.Fatalf("%d injected statement failures, want 2", got)
+	wantRetriedEcho(t, h, fd, acc.TaskID, 2)
+}
+
+// wantRetriedEcho checks that the echo task settled completed with a
+// gap-free history of exactly two revisions after n injected failures.
+func wantRetriedEcho(t *testing.T, h *harness, fd *faultDriver, id string, n int) {
+	t.Helper()
+	if got := fd.failures(); got != n {
+		t.Fatalf("%d injected failures, want %d", got, n)
 	}
-	evs := h.checkHistory(acc.TaskID)
+	evs := h.checkHistory(id)
 	if got := types(evs); len(got) != 2 || got[0] != "status:running" || got[1] != "completed:" {
 		t.Fatalf("history %v, want [status:running completed:]", got)
 	}

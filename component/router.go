@@ -19,10 +19,18 @@ const (
 	// answers item-not-found unless the endpoint exists and is visible to
 	// the requester.
 	AccessVisible Access = iota
-	// AccessExisting handlers authorize by themselves (invoke and task
-	// operations, which must not depend on visibility): the router only
+	// AccessExisting handlers authorize by themselves: the router only
 	// requires that the endpoint exists.
 	AccessExisting
+	// AccessInvocable handlers serve invocation and task operations, which
+	// must not depend on visibility alone: the router answers
+	// item-not-found unless the endpoint exists and the requester may see
+	// it or passes the invocation check (SetInvocationCheck). So nothing a
+	// requester with neither permission sends, whatever its shape or IQ
+	// type, tells an existing endpoint from a nonexistent one; the handler
+	// may then give precise errors. Without a check, visibility is
+	// required (fail closed).
+	AccessInvocable
 )
 
 // EndpointResolver tells the router whether an endpoint exists and whether
@@ -53,6 +61,7 @@ type Router struct {
 	message  []MessageHandler
 	presence []PresenceHandler
 	limit    func(requester jid.JID, space, local string) bool
+	invoke   func(ctx context.Context, requester, endpoint jid.JID) bool
 }
 
 // SetLimiter installs a rate limit that every IQ get or set passes first,
@@ -60,6 +69,14 @@ type Router struct {
 // resource-constraint whether the addressee exists, is hidden or not.
 func (r *Router) SetLimiter(allow func(requester jid.JID, space, local string) bool) {
 	r.limit = allow
+}
+
+// SetInvocationCheck installs the check AccessInvocable routes apply to a
+// requester who may not see the endpoint: may it invoke the endpoint, or
+// does it hold tasks there. The router runs it for nonexistent endpoints
+// as well, so it must do the same work whether the endpoint exists or not.
+func (r *Router) SetInvocationCheck(may func(ctx context.Context, requester, endpoint jid.JID) bool) {
+	r.invoke = may
 }
 
 // NewRouter returns a router for the component domain.
@@ -156,6 +173,15 @@ func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 		exists, visible = r.resolver.Resolve(iq.From.Bare(), to.Bare())
 	}
 	route, known := r.endpoint[k]
+	if known && route.access == AccessInvocable && !visible {
+		// The check runs before existence is looked at, so that a
+		// nonexistent endpoint costs what an unauthorized one costs.
+		may := r.invoke != nil && r.invoke(ctx, iq.From.Bare(), to.Bare())
+		if !may || !exists {
+			return nil, ErrItemNotFound()
+		}
+		return route.handler.HandleIQ(ctx, iq)
+	}
 	switch {
 	case !exists:
 		return nil, ErrItemNotFound()

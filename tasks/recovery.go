@@ -120,3 +120,17 @@ func (e *Engine) Events(ctx context.Context, taskID string) ([]StoredEvent, erro
 func (e *Engine) VersionReferenced(endpoint, version string) (bool, error) {
 	return e.db.VersionReferenced(context.Background(), endpoint, version)
 }
+
+// HoldsTask reports whether caller has a retained task at endpoint: the
+// task-specific authorization that keeps a caller's input, cancellation
+// and recovery working after it lost visibility and invocation permission
+// (the router asks before it lets such a caller's task IQs reach a
+// handler). A storage error counts as no, so the answer fails closed.
+func (e *Engine) HoldsTask(ctx context.Context, caller, endpoint string) bool {
+	ok, err := e.db.HasTask(ctx, caller, endpoint)
+	if err != nil {
+		e.cfg.Log.Warn("task ownership check failed", "err", err)
+		return false
+	}
+	return ok
+}

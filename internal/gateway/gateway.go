@@ -169,6 +169,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	g.Router.SetLimiter(func(requester jid.JID, space, local string) bool {
 		return g.Limiter.Allow(requester.String(), opClass(space, local))
 	})
+	g.Router.SetInvocationCheck(func(ctx context.Context, requester, endpoint jid.JID) bool {
+		caller, ep := requester.String(), endpoint.String()
+		// Both run whatever the first answers: the ownership read must not
+		// be skipped for some unauthorized requesters and not others.
+		may := g.Policy.CanInvoke(caller, ep)
+		holds := g.Engine.HoldsTask(ctx, caller, ep)
+		return may || holds
+	})
 	g.Router.HandleMessage(notifier.HandleMessage)
 
 	if err := g.registerStaticManifests(ctx); err != nil {

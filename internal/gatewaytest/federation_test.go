@@ -10,6 +10,8 @@ import (
 	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/internal/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -127,8 +129,9 @@ invoke_burst = 40
 }
 
 // TestHiddenVersusMissingTiming measures the median item-not-found latency
-// for a hidden and for a nonexistent endpoint. It reports the ratio; it
-// does not assert on time.
+// for a hidden and for a nonexistent endpoint, for a disco#info and for a
+// malformed invoke (no request-id). It reports the ratios; it does not
+// assert on time, only that every probe is answered item-not-found.
 func TestHiddenVersusMissingTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
@@ -137,31 +140,51 @@ func TestHiddenVersusMissingTiming(t *testing.T) {
 		c.XMPP.LocalDomains = []string{"elsewhere.test"}
 		c.Federation.DiscoveryPerSecond = 100000
 		c.Federation.DiscoveryBurst = 100000
+		c.Federation.InvokePerSecond = 100000
+		c.Federation.InvokeBurst = 100000
 	}})
-	eve := e.Dial("eve")
+	eve, conn := e.DialConn("eve")
 	ctx := context.Background()
-	probe := func(ep string) time.Duration {
-		start := time.Now()
+	info := func(ep string) (string, error) {
 		_, err := eve.Info(ctx, jidMust(ep), "")
-		d := time.Since(start)
-		if ErrCondition(err) != "item-not-found" {
-			t.Fatalf("%s: %v", ep, err)
+		if c := ErrCondition(err); c != "" {
+			return c, nil
 		}
-		return d
+		return "", err
 	}
-	// Alternate the two probes so both see the same machine noise.
-	var hidden, missing []time.Duration
-	for i := 0; i < 600; i++ {
-		if i%2 == 0 {
-			hidden = append(hidden, probe("weather@"+e.Domain))
-			missing = append(missing, probe("nobody@"+e.Domain))
-		} else {
-			missing = append(missing, probe("nobody@"+e.Domain))
-			hidden = append(hidden, probe("weather@"+e.Domain))
+	malformedInvoke := func(ep string) (string, error) {
+		iq := xmltree.New("jabber:client", "iq", "type", "set", "to", ep)
+		iq.Add(xmltree.New(ns.Task, "invoke", "api-version", "1.0.0", "tool", "echo"))
+		reply, err := conn.SendIQ(ctx, iq)
+		return xmppclient.StanzaErrorCondition(reply), err
+	}
+	for _, c := range []struct {
+		name string
+		ask  func(ep string) (string, error)
+	}{{"disco#info", info}, {"malformed invoke", malformedInvoke}} {
+		probe := func(ep string) time.Duration {
+			start := time.Now()
+			cond, err := c.ask(ep)
+			d := time.Since(start)
+			if cond != "item-not-found" {
+				t.Fatalf("%s to %s: %q %v", c.name, ep, cond, err)
+			}
+			return d
 		}
+		// Alternate the two probes so both see the same machine noise.
+		var hidden, missing []time.Duration
+		for i := 0; i < 600; i++ {
+			if i%2 == 0 {
+				hidden = append(hidden, probe("weather@"+e.Domain))
+				missing = append(missing, probe("nobody@"+e.Domain))
+			} else {
+				missing = append(missing, probe("nobody@"+e.Domain))
+				hidden = append(hidden, probe("weather@"+e.Domain))
+			}
+		}
+		h, m := median(hidden), median(missing)
+		t.Logf("%s item-not-found median latency: hidden %v, nonexistent %v, ratio %.3f (target within 10%%)", c.name, h, m, float64(h)/float64(m))
 	}
-	h, m := median(hidden), median(missing)
-	t.Logf("item-not-found median latency: hidden %v, nonexistent %v, ratio %.3f (target within 10%%)", h, m, float64(h)/float64(m))
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -97,6 +97,8 @@ type Driver interface {
 	Events(ctx context.Context, taskID string) ([]Event, error)
 	Unsettled(ctx context.Context) ([]Task, error)
 	VersionReferenced(ctx context.Context, endpoint, version string) (bool, error)
+	// HasTask reports whether caller has any stored task at endpoint.
+	HasTask(ctx context.Context, caller, endpoint string) (bool, error)
 }
 
 // Tx is the write transaction of one group commit. It is used by one

@@ -262,6 +262,18 @@ func (d *Driver) VersionReferenced(ctx context.Context, endpoint, version string
 	return n != 0, nil
 }
 
+// HasTask reports whether caller has any stored task at endpoint. The
+// (caller, endpoint, request_id) key's index answers it, whether or not the
+// endpoint exists.
+func (d *Driver) HasTask(ctx context.Context, caller, endpoint string) (bool, error) {
+	var n int
+	err := d.readRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE caller = ? AND endpoint = ?)`, caller, endpoint).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("tasksqlite: has task: %w", err)
+	}
+	return n != 0, nil
+}
+
 // Begin starts an immediate write transaction on the single writer.
 func (d *Driver) Begin(ctx context.Context) (taskdb.Tx, error) {
 	d.preparePending(ctx)

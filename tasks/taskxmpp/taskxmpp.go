@@ -48,18 +48,20 @@ type Handlers struct {
 	Log     *slog.Logger
 }
 
-// Register installs the task IQ handlers. They are AccessExisting: task
-// operations authorize by the caller's bare JID alone and invocation by the
-// invocation policy, never by visibility.
+// Register installs the task IQ handlers. They are AccessInvocable: the
+// router lets through only requesters who may see the endpoint, may invoke
+// it or hold tasks there, so the shape checks below reveal nothing to
+// anyone else. Beyond that, task operations authorize by the caller's bare
+// JID and invocation by the invocation policy, never by visibility.
 func (h *Handlers) Register(r *component.Router) {
 	if h.Log == nil {
 		h.Log = slog.Default()
 	}
-	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(h.invoke))
-	r.HandleEndpointIQ(ns.Task, "provide-input", component.AccessExisting, component.IQHandlerFunc(h.provideInput))
-	r.HandleEndpointIQ(ns.Task, "cancel", component.AccessExisting, component.IQHandlerFunc(h.cancel))
-	r.HandleEndpointIQ(ns.Task, "task-state-request", component.AccessExisting, component.IQHandlerFunc(h.state))
-	r.HandleEndpointIQ(ns.Task, "task-result-request", component.AccessExisting, component.IQHandlerFunc(h.result))
+	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessInvocable, component.IQHandlerFunc(h.invoke))
+	r.HandleEndpointIQ(ns.Task, "provide-input", component.AccessInvocable, component.IQHandlerFunc(h.provideInput))
+	r.HandleEndpointIQ(ns.Task, "cancel", component.AccessInvocable, component.IQHandlerFunc(h.cancel))
+	r.HandleEndpointIQ(ns.Task, "task-state-request", component.AccessInvocable, component.IQHandlerFunc(h.state))
+	r.HandleEndpointIQ(ns.Task, "task-result-request", component.AccessInvocable, component.IQHandlerFunc(h.result))
 }
 
 func (h *Handlers) allow(iq component.IQ, op string) error {

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"container/list"
 	"sync"
 	"time"
 )
@@ -36,8 +37,10 @@ var DefaultRates = map[Op]Rate{
 // DefaultDomainMultiplier scales per-JID rates to per-domain rates.
 const DefaultDomainMultiplier = 5
 
-// maxBuckets bounds the limiter's memory; the oldest buckets
-// are dropped first (a dropped bucket starts full again).
+// maxBuckets bounds the limiter's memory. The least recently used bucket
+// is dropped first (a dropped bucket starts full again): a domain rotating
+// JIDs keeps creating buckets, and dropping by age would flush its own
+// domain bucket and every active principal's along with them.
 const maxBuckets = 100000
 
 // Limiter rate-limits requesters per bare JID and, for remote principals,
@@ -49,8 +52,8 @@ type Limiter struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	buckets map[bucketKey]*bucket
-	lru     []bucketKey
+	buckets map[bucketKey]*list.Element // of *bucket
+	lru     *list.List                  // front: most recently used
 }
 
 type bucketKey struct {
@@ -59,6 +62,7 @@ type bucketKey struct {
 }
 
 type bucket struct {
+	key    bucketKey
 	tokens float64
 	last   time.Time
 }
@@ -66,7 +70,8 @@ type bucket struct {
 // NewLimiter builds a limiter. Missing rates take DefaultRates; a rate with
 // PerSecond < 0 disables limiting for that operation.
 func NewLimiter(rates map[Op]Rate, domainMultiplier float64, isLocal func(string) bool) *Limiter {
-	l := &Limiter{rates: map[Op]Rate{}, multiplier: domainMultiplier, isLocal: isLocal, now: time.Now, buckets: map[bucketKey]*bucket{}}
+	l := &Limiter{rates: map[Op]Rate{}, multiplier: domainMultiplier, isLocal: isLocal, now: time.Now,
+		buckets: map[bucketKey]*list.Element{}, lru: list.New()}
 	for op, r := range DefaultRates {
 		l.rates[op] = r
 	}
@@ -110,16 +115,20 @@ func (l *Limiter) Allow(principal string, op Op) bool {
 	return true
 }
 
-// refill returns k's bucket with the tokens earned since its last use.
+// refill returns k's bucket with the tokens earned since its last use, and
+// marks it most recently used. Callers hold l.mu.
 func (l *Limiter) refill(k bucketKey, r Rate, now time.Time) *bucket {
-	b := l.buckets[k]
-	if b == nil {
-		if len(l.buckets) >= maxBuckets {
-			l.evict()
+	var b *bucket
+	if el, ok := l.buckets[k]; ok {
+		l.lru.MoveToFront(el)
+		b = el.Value.(*bucket)
+	} else {
+		for len(l.buckets) >= maxBuckets && l.lru.Len() > 0 {
+			old := l.lru.Remove(l.lru.Back()).(*bucket)
+			delete(l.buckets, old.key)
 		}
-		b = &bucket{tokens: float64(r.Burst), last: now}
-		l.buckets[k] = b
-		l.lru = append(l.lru, k)
+		b = &bucket{key: k, tokens: float64(r.Burst), last: now}
+		l.buckets[k] = l.lru.PushFront(b)
 	}
 	b.tokens += now.Sub(b.last).Seconds() * r.PerSecond
 	if b.tokens > float64(r.Burst) {
@@ -127,16 +136,4 @@ func (l *Limiter) refill(k bucketKey, r Rate, now time.Time) *bucket {
 	}
 	b.last = now
 	return b
-}
-
-// evict drops the oldest tenth of the buckets. Callers hold l.mu.
-func (l *Limiter) evict() {
-	n := len(l.lru) / 10
-	if n == 0 {
-		n = 1
-	}
-	for _, k := range l.lru[:n] {
-		delete(l.buckets, k)
-	}
-	l.lru = append([]bucketKey(nil), l.lru[n:]...)
 }

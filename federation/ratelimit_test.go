@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -40,5 +41,38 @@ func TestLimiterPerJIDAndPerDomain(t *testing.T) {
 	}
 	if !l.Allow("eve@remote.test", OpDiscovery) {
 		t.Fatal("operations do not have separate budgets")
+	}
+}
+
+// A domain rotating JIDs creates a bucket per JID. Eviction must drop the
+// least recently used buckets, not the oldest: the rotating domain's own
+// bucket and an active principal's are in use all along, and dropping them
+// would hand out fresh budgets.
+func TestLimiterEvictsLeastRecentlyUsed(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := NewLimiter(map[Op]Rate{OpInvoke: {PerSecond: 0.000001, Burst: 1}}, 3, func(string) bool { return false })
+	l.now = func() time.Time { return now }
+	if !l.Allow("victim@busy.test", OpInvoke) {
+		t.Fatal("first request refused")
+	}
+	allowed, victimAllowed := 0, 0
+	for i := 0; i < 2*maxBuckets; i++ {
+		if l.Allow(fmt.Sprintf("m%d@evil.test", i), OpInvoke) {
+			allowed++
+		}
+		if i%1000 == 0 && l.Allow("victim@busy.test", OpInvoke) {
+			victimAllowed++
+		}
+	}
+	// The domain bucket holds 3 tokens and earns none while the clock
+	// stands still.
+	if allowed != 3 {
+		t.Errorf("rotating JIDs of one domain got %d requests through, want the domain budget of 3", allowed)
+	}
+	if victimAllowed != 0 {
+		t.Errorf("the exhausted active principal was let through %d times after its buckets were flushed", victimAllowed)
+	}
+	if len(l.buckets) > maxBuckets {
+		t.Errorf("%d buckets kept, bound is %d", len(l.buckets), maxBuckets)
 	}
 }

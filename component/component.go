@@ -17,6 +17,7 @@ import (
 	"mellium.im/xmpp/jid"
 	"mellium.im/xmpp/stream"
 
+	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
@@ -189,7 +190,7 @@ func (c *Component) Run(ctx context.Context) error {
 	defer workers.Wait()
 	defer stopWorkers()
 
-	bo := newBackoff(c.cfg.MinBackoff, c.cfg.MaxBackoff)
+	bo := backoff.New(c.cfg.MinBackoff, c.cfg.MaxBackoff)
 	var conflictSince time.Time
 	runStart := time.Now()
 	for attempt := 0; ; attempt++ {
@@ -225,9 +226,9 @@ func (c *Component) Run(ctx context.Context) error {
 			conflictSince = time.Time{}
 		}
 		if up >= c.cfg.StableAfter {
-			bo.reset()
+			bo.Reset()
 		}
-		d := bo.next()
+		d := bo.Next()
 		c.log.Warn("component: no stream to the server; reconnecting",
 			"server", c.cfg.Addr, "err", err, "retry_in", d)
 		if !c.sleep(ctx, d) {

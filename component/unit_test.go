@@ -14,53 +14,6 @@ import (
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
-func TestBackoffGrowsCapsAndResets(t *testing.T) {
-	min, max := 250*time.Millisecond, 30*time.Second
-	top := &backoff{min: min, max: max, rnd: func(n int64) int64 { return n - 1 }}
-	bottom := &backoff{min: min, max: max, rnd: func(int64) int64 { return 0 }}
-	want := []time.Duration{min, 2 * min, 4 * min, 8 * min, 16 * min, 32 * min, 64 * min, max, max, max}
-	for i, w := range want {
-		if got := top.next(); got != w {
-			t.Fatalf("attempt %d: upper bound %v, want %v", i, got, w)
-		}
-		if got := bottom.next(); got != min {
-			t.Fatalf("attempt %d: lower bound %v, want %v", i, got, min)
-		}
-	}
-	top.reset()
-	if got := top.next(); got != min {
-		t.Fatalf("after reset: %v, want %v", got, min)
-	}
-}
-
-func TestBackoffJitterStaysInRange(t *testing.T) {
-	b := newBackoff(100*time.Millisecond, 2*time.Second)
-	seen := map[time.Duration]bool{}
-	for i := 0; i < 200; i++ {
-		if i%10 == 0 {
-			b.reset()
-		}
-		ceil := b.ceiling()
-		d := b.next()
-		if d < 100*time.Millisecond || d > ceil {
-			t.Fatalf("delay %v outside [100ms, %v]", d, ceil)
-		}
-		seen[d] = true
-	}
-	if len(seen) < 20 {
-		t.Fatalf("only %d distinct delays in 200 draws: no jitter", len(seen))
-	}
-}
-
-func TestBackoffNoOverflow(t *testing.T) {
-	b := &backoff{min: time.Hour, max: 1 << 62, rnd: func(n int64) int64 { return n - 1 }}
-	for i := 0; i < 100; i++ {
-		if d := b.next(); d <= 0 || d > 1<<62 {
-			t.Fatalf("attempt %d: delay %v", i, d)
-		}
-	}
-}
-
 func TestParentDomain(t *testing.T) {
 	for in, want := range map[string]string{
 		"agents.example.test": "example.test",

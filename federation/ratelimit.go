@@ -23,15 +23,27 @@ type Rate struct {
 	Burst     int
 }
 
-// DefaultRates are generous for people and scripts, and stop enumeration
-// and floods. A remote domain as a whole gets DomainMultiplier times the
-// per-JID budget, so one noisy account cannot exhaust its domain's share
-// and many accounts cannot multiply it without bound.
+// DefaultRates are the per-JID budgets of remote principals: generous for
+// people and scripts, and they stop enumeration and floods. A remote domain
+// as a whole gets DomainMultiplier times the per-JID budget, so one noisy
+// account cannot exhaust its domain's share and many accounts cannot
+// multiply it without bound.
 var DefaultRates = map[Op]Rate{
 	OpDiscovery: {PerSecond: 20, Burst: 100},
 	OpSchema:    {PerSecond: 20, Burst: 100},
 	OpInvoke:    {PerSecond: 50, Burst: 200},
 	OpInput:     {PerSecond: 50, Burst: 200},
+}
+
+// DefaultLocalRates are the per-JID budgets of local principals, sized for
+// service accounts: `agentgw mcp` logs in as one JID for a whole MCP host,
+// and a client recovering after a restart sends a task-state and a
+// task-result for each of its tasks (2,500 tasks fit in the input burst).
+var DefaultLocalRates = map[Op]Rate{
+	OpDiscovery: {PerSecond: 200, Burst: 2000},
+	OpSchema:    {PerSecond: 200, Burst: 2000},
+	OpInvoke:    {PerSecond: 200, Burst: 2000},
+	OpInput:     {PerSecond: 500, Burst: 5000},
 }
 
 // DefaultDomainMultiplier scales per-JID rates to per-domain rates.
@@ -44,9 +56,11 @@ const DefaultDomainMultiplier = 5
 const maxBuckets = 100000
 
 // Limiter rate-limits requesters per bare JID and, for remote principals,
-// per domain as well. Local principals are limited per JID only.
+// per domain as well. Local principals are limited per JID only, with
+// budgets of their own.
 type Limiter struct {
-	rates      map[Op]Rate
+	rates      map[Op]Rate // remote principals
+	localRates map[Op]Rate
 	multiplier float64
 	isLocal    func(principal string) bool
 	now        func() time.Time
@@ -67,28 +81,48 @@ type bucket struct {
 	last   time.Time
 }
 
-// NewLimiter builds a limiter. Missing rates take DefaultRates; a rate with
-// PerSecond < 0 disables limiting for that operation.
-func NewLimiter(rates map[Op]Rate, domainMultiplier float64, isLocal func(string) bool) *Limiter {
-	l := &Limiter{rates: map[Op]Rate{}, multiplier: domainMultiplier, isLocal: isLocal, now: time.Now,
+// NewLimiter builds a limiter with per-JID rates for remote and for local
+// principals. Missing rates, and zero PerSecond or Burst fields, take
+// DefaultRates and DefaultLocalRates field by field (so a config that sets
+// only a burst keeps the default rate); a rate with PerSecond < 0 disables
+// limiting for that operation. A nil isLocal treats every principal as
+// remote.
+func NewLimiter(remote, local map[Op]Rate, domainMultiplier float64, isLocal func(string) bool) *Limiter {
+	l := &Limiter{rates: withDefaults(remote, DefaultRates), localRates: withDefaults(local, DefaultLocalRates),
+		multiplier: domainMultiplier, isLocal: isLocal, now: time.Now,
 		buckets: map[bucketKey]*list.Element{}, lru: list.New()}
-	for op, r := range DefaultRates {
-		l.rates[op] = r
-	}
-	for op, r := range rates {
-		if r.PerSecond != 0 {
-			l.rates[op] = r
-		}
-	}
 	if l.multiplier <= 0 {
 		l.multiplier = DefaultDomainMultiplier
 	}
 	return l
 }
 
+func withDefaults(rates, defaults map[Op]Rate) map[Op]Rate {
+	out := map[Op]Rate{}
+	for op, r := range defaults {
+		out[op] = r
+	}
+	for op, r := range rates {
+		d := out[op]
+		if r.PerSecond != 0 {
+			d.PerSecond = r.PerSecond
+		}
+		if r.Burst > 0 {
+			d.Burst = r.Burst
+		}
+		out[op] = d
+	}
+	return out
+}
+
 // Allow takes one token for principal's op and reports whether it had one.
 func (l *Limiter) Allow(principal string, op Op) bool {
-	r, ok := l.rates[op]
+	local := l.isLocal != nil && l.isLocal(principal)
+	rates := l.rates
+	if local {
+		rates = l.localRates
+	}
+	r, ok := rates[op]
 	if !ok || r.PerSecond < 0 {
 		return true
 	}
@@ -96,15 +130,15 @@ func (l *Limiter) Allow(principal string, op Op) bool {
 	defer l.mu.Unlock()
 	now := l.now()
 	keys := []bucketKey{{op, "jid:" + principal}}
-	rates := []Rate{r}
-	if l.isLocal == nil || !l.isLocal(principal) {
+	budgets := []Rate{r}
+	if !local {
 		keys = append(keys, bucketKey{op, "domain:" + DomainOf(principal)})
-		rates = append(rates, Rate{PerSecond: r.PerSecond * l.multiplier, Burst: int(float64(r.Burst) * l.multiplier)})
+		budgets = append(budgets, Rate{PerSecond: r.PerSecond * l.multiplier, Burst: int(float64(r.Burst) * l.multiplier)})
 	}
 	// A refused request takes no token from any bucket.
 	bs := make([]*bucket, len(keys))
 	for i, k := range keys {
-		bs[i] = l.refill(k, rates[i], now)
+		bs[i] = l.refill(k, budgets[i], now)
 		if bs[i].tokens < 1 {
 			return false
 		}

@@ -8,7 +8,7 @@ import (
 
 func TestLimiterPerJIDAndPerDomain(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := NewLimiter(map[Op]Rate{OpInvoke: {PerSecond: 1, Burst: 3}}, 2, func(p string) bool { return DomainOf(p) == "example.test" })
+	l := NewLimiter(map[Op]Rate{OpInvoke: {PerSecond: 1, Burst: 3}}, nil, 2, func(p string) bool { return DomainOf(p) == "example.test" })
 	l.now = func() time.Time { return now }
 	for i := 0; i < 3; i++ {
 		if !l.Allow("eve@remote.test", OpInvoke) {
@@ -50,7 +50,7 @@ func TestLimiterPerJIDAndPerDomain(t *testing.T) {
 // would hand out fresh budgets.
 func TestLimiterEvictsLeastRecentlyUsed(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := NewLimiter(map[Op]Rate{OpInvoke: {PerSecond: 0.000001, Burst: 1}}, 3, func(string) bool { return false })
+	l := NewLimiter(map[Op]Rate{OpInvoke: {PerSecond: 0.000001, Burst: 1}}, nil, 3, func(string) bool { return false })
 	l.now = func() time.Time { return now }
 	if !l.Allow("victim@busy.test", OpInvoke) {
 		t.Fatal("first request refused")
@@ -74,5 +74,41 @@ func TestLimiterEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 	if len(l.buckets) > maxBuckets {
 		t.Errorf("%d buckets kept, bound is %d", len(l.buckets), maxBuckets)
+	}
+}
+
+// Local principals get budgets of their own, sized for service accounts;
+// remote ones keep DefaultRates. A config field left at zero takes its
+// default alone.
+func TestLimiterLocalBudgets(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	isLocal := func(p string) bool { return DomainOf(p) == "example.test" }
+	count := func(l *Limiter, principal string, op Op) int {
+		n := 0
+		for n < 100000 && l.Allow(principal, op) {
+			n++
+		}
+		return n
+	}
+	l := NewLimiter(nil, nil, 0, isLocal)
+	l.now = func() time.Time { return now }
+	if got, want := count(l, "svc@example.test", OpInput), DefaultLocalRates[OpInput].Burst; got != want {
+		t.Errorf("local input burst %d, want %d", got, want)
+	}
+	if got, want := count(l, "eve@remote.test", OpInput), DefaultRates[OpInput].Burst; got != want {
+		t.Errorf("remote input burst %d, want %d", got, want)
+	}
+	l = NewLimiter(map[Op]Rate{OpInput: {Burst: 7}}, map[Op]Rate{OpInput: {Burst: 11}}, 0, isLocal)
+	l.now = func() time.Time { return now }
+	if got := count(l, "svc@example.test", OpInput); got != 11 {
+		t.Errorf("configured local burst: %d, want 11", got)
+	}
+	if got := count(l, "eve@remote.test", OpInput); got != 7 {
+		t.Errorf("configured remote burst: %d, want 7", got)
+	}
+	// The rate was left at zero: the default refills the bucket.
+	now = now.Add(time.Second)
+	if got, want := count(l, "svc@example.test", OpInput), 11; got != want {
+		t.Errorf("after 1 s at the default local rate: %d, want %d (burst-capped)", got, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -39,6 +40,15 @@ type Client struct {
 	// re-sent with the identical request-id after a timeout.
 	IQTimeout time.Duration
 	Retries   int
+	// ConstraintRetries is how often an IQ refused with a temporary
+	// resource-constraint (a rate limit, full task capacity) is sent again,
+	// after a jittered backoff growing from ConstraintBackoff to
+	// ConstraintBackoffMax; 0 gives up at once. Resending is safe: the
+	// refusal came before any processing, and invoke, input and cancel are
+	// idempotent by their identifiers anyway.
+	ConstraintRetries    int
+	ConstraintBackoff    time.Duration
+	ConstraintBackoffMax time.Duration
 
 	mu     sync.Mutex
 	tasks  map[taskKey]*taskEvents
@@ -78,7 +88,9 @@ func New(conn Conn, log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Client{conn: conn, log: log, IQTimeout: 30 * time.Second, Retries: 3, tasks: map[taskKey]*taskEvents{}}
+	c := &Client{conn: conn, log: log, IQTimeout: 30 * time.Second, Retries: 3,
+		ConstraintRetries: 6, ConstraintBackoff: 250 * time.Millisecond, ConstraintBackoffMax: 8 * time.Second,
+		tasks: map[taskKey]*taskEvents{}}
 	conn.OnMessage(c.handleMessage)
 	return c
 }
@@ -87,7 +99,53 @@ func New(conn Conn, log *slog.Logger) *Client {
 func (c *Client) JID() jid.JID { return c.conn.JID() }
 
 // iq sends an IQ and returns the payload of its result, or a *StanzaError.
+// A temporary resource-constraint is retried with backoff, bounded by
+// ConstraintRetries and ctx.
 func (c *Client) iq(ctx context.Context, typ string, to jid.JID, payload *xmltree.Element) (*xmltree.Element, error) {
+	var bo *backoff.Backoff
+	for attempt := 0; ; attempt++ {
+		p, err := c.iqOnce(ctx, typ, to, payload)
+		var se *StanzaError
+		if err == nil || !errors.As(err, &se) || !temporaryConstraint(se) {
+			return p, err
+		}
+		if attempt >= c.ConstraintRetries {
+			if attempt == 0 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("agentclient: %s still refused after %d attempts: %w", payloadName(payload), attempt+1, err)
+		}
+		if bo == nil {
+			bo = backoff.New(c.ConstraintBackoff, c.ConstraintBackoffMax)
+		}
+		d := bo.Next()
+		c.log.Info("request refused for now; retrying", "request", payloadName(payload), "to", to.String(), "err", err, "attempt", attempt+1, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// temporaryConstraint: RFC 6120 gives resource-constraint the type wait,
+// "retry after waiting"; the gateway uses it for rate limits and full
+// capacity.
+func temporaryConstraint(se *StanzaError) bool {
+	return se.Condition == "resource-constraint" && (se.Type == "wait" || se.Type == "")
+}
+
+func payloadName(p *xmltree.Element) string {
+	if p == nil {
+		return "IQ"
+	}
+	return p.Name.Local
+}
+
+// iqOnce sends one IQ attempt.
+func (c *Client) iqOnce(ctx context.Context, typ string, to jid.JID, payload *xmltree.Element) (*xmltree.Element, error) {
 	el := xmltree.New("jabber:client", "iq", "type", typ, "id", ids.New("q-"), "to", to.String())
 	el.Add(payload)
 	ctx, cancel := context.WithTimeout(ctx, c.IQTimeout)

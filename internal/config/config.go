@@ -87,10 +87,19 @@ type Approval struct {
 	Principals []string `toml:"principals"`
 }
 
-// Federation tunes rate limits for requesters.
+// Federation tunes rate limits for requesters. The top-level rates are
+// the per-JID budgets of remote principals (a remote domain as a whole gets
+// DomainMultiplier times them); [federation.local] holds those of local
+// principals, whose defaults are sized for service accounts.
 type Federation struct {
-	// Rate limits, in requests per second with a burst, per requester bare
-	// JID and per remote domain. Zero takes the defaults.
+	Rates
+	DomainMultiplier float64 `toml:"domain_multiplier"`
+	Local            Rates   `toml:"local"`
+}
+
+// Rates are rate limits in requests per second with a burst, per requester
+// bare JID. Zero takes the default; a negative rate disables the limit.
+type Rates struct {
 	DiscoveryPerSecond float64 `toml:"discovery_per_second"`
 	DiscoveryBurst     int     `toml:"discovery_burst"`
 	SchemaPerSecond    float64 `toml:"schema_per_second"`
@@ -99,7 +108,6 @@ type Federation struct {
 	InvokeBurst        int     `toml:"invoke_burst"`
 	InputPerSecond     float64 `toml:"input_per_second"`
 	InputBurst         int     `toml:"input_burst"`
-	DomainMultiplier   float64 `toml:"domain_multiplier"`
 }
 
 // Metrics is the Prometheus endpoint; off unless Listen is set.

@@ -109,3 +109,27 @@ func TestReadSecretNeverShowsTheValue(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// Remote rates stay at the top of [federation]; local principals' rates
+// live in [federation.local] under the same key names.
+func TestFederationRemoteAndLocalRates(t *testing.T) {
+	c, err := Load(write(t, valid+`
+[federation]
+input_burst = 40
+domain_multiplier = 3
+
+[federation.local]
+input_per_second = 900
+input_burst = 9000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Federation
+	if f.InputBurst != 40 || f.DomainMultiplier != 3 || f.Local.InputPerSecond != 900 || f.Local.InputBurst != 9000 || f.Local.InvokeBurst != 0 {
+		t.Fatalf("federation rates decoded as %+v", f)
+	}
+	if _, err := Load(write(t, valid+"\n[federation.local]\ninput_brust = 1\n")); err == nil || !strings.Contains(err.Error(), "federation.local.input_brust") {
+		t.Fatalf("misspelt local key: %v", err)
+	}
+}

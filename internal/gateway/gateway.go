@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Policy = federation.New(cfg.XMPP.LocalDomains, normalizeAll(cfg.XMPP.Admins), endpointRules(cfg))
 	g.Policy.SetGrants(g.Grants)
-	g.Limiter = federation.NewLimiter(rates(cfg), cfg.Federation.DomainMultiplier, g.Policy.IsLocal)
+	g.Limiter = federation.NewLimiter(rates(cfg.Federation.Rates), rates(cfg.Federation.Local), cfg.Federation.DomainMultiplier, g.Policy.IsLocal)
 
 	g.Router = component.NewRouter(g.domain, dirxmpp.NewResolver(g.Registry, g.Policy), log)
 	g.Component = component.New(component.Config{
@@ -319,8 +319,7 @@ func endpointRules(cfg *config.Config) map[string]federation.EndpointRule {
 	return rules
 }
 
-func rates(cfg *config.Config) map[federation.Op]federation.Rate {
-	f := cfg.Federation
+func rates(f config.Rates) map[federation.Op]federation.Rate {
 	return map[federation.Op]federation.Rate{
 		federation.OpDiscovery: {PerSecond: f.DiscoveryPerSecond, Burst: f.DiscoveryBurst},
 		federation.OpSchema:    {PerSecond: f.SchemaPerSecond, Burst: f.SchemaBurst},

@@ -117,7 +117,8 @@ invoke_burst = 40
 	}
 
 	// 5. Rate limit: the invoke budget (burst 40, refilling once in 100 s)
-	// runs out.
+	// runs out. The client's own retries would only wait for it.
+	alice.ConstraintRetries = 0
 	limited := false
 	for i := 0; i < 60 && !limited; i++ {
 		_, err := invoke()

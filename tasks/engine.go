@@ -74,6 +74,15 @@ type Config struct {
 	PurgeInterval    time.Duration // retention purge period; default 1m
 	ShutdownGrace    time.Duration // how long Close waits for executors; default 5s
 	MaxBatch         int           // operations per group commit; default 512
+
+	// ProgressPerSecond bounds the progress revisions of one task: no
+	// one-second window holds more than this many (the last slot is kept
+	// for the final value, flushed before input_required or the terminal
+	// event). Updates in between are coalesced into the latest value, and
+	// an update equal to the last committed one is dropped. Default 10;
+	// negative disables the rate limit (unchanged values are still
+	// dropped).
+	ProgressPerSecond int
 }
 
 func (c *Config) defaults() {
@@ -106,6 +115,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 512
+	}
+	if c.ProgressPerSecond == 0 {
+		c.ProgressPerSecond = 10
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

@@ -67,6 +67,11 @@ type Tasks struct {
 	DefaultTimeoutSeconds int `toml:"default_timeout_seconds"`
 	// InputTimeoutSeconds is how long an input request waits. Default 600.
 	InputTimeoutSeconds int `toml:"input_timeout_seconds"`
+	// ProgressPerSecond is the most progress revisions (events) one task
+	// commits in any second; updates in between are coalesced into the
+	// latest value, which is always committed before the task settles.
+	// Default 10.
+	ProgressPerSecond int `toml:"progress_per_second"`
 }
 
 // Policy is trusted local policy for tools that declare approval or
@@ -209,6 +214,9 @@ func (c *Config) applyDefaults() {
 	if c.Tasks.InputTimeoutSeconds == 0 {
 		c.Tasks.InputTimeoutSeconds = 600
 	}
+	if c.Tasks.ProgressPerSecond == 0 {
+		c.Tasks.ProgressPerSecond = 10
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -242,6 +250,9 @@ func (c *Config) Validate() error {
 		if j, err := jid.Parse(a); err != nil || j.Resourcepart() != "" {
 			add("[xmpp] admins entry %q is not a bare JID", a)
 		}
+	}
+	if c.Tasks.ProgressPerSecond < 0 {
+		add("[tasks] progress_per_second must be at least 1")
 	}
 	switch c.Log.Format {
 	case "text", "json":

@@ -145,7 +145,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		DefaultTimeout: time.Duration(cfg.Tasks.DefaultTimeoutSeconds) * time.Second,
 		InputTimeout:   time.Duration(cfg.Tasks.InputTimeoutSeconds) * time.Second,
 		MaxActive:      cfg.Tasks.MaxActive,
-		Approvals:      newApprovals(cfg),
+		// Coalesces progress per task (spec: progress MUST be rate-limited).
+		ProgressPerSecond: cfg.Tasks.ProgressPerSecond,
+		Approvals:         newApprovals(cfg),
 	})
 	if err != nil {
 		return nil, err

@@ -224,6 +224,9 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		if e.active+b.delta >= e.cfg.MaxActive {
 			return refuse(ErrResourceConstraint, "task capacity exhausted")
 		}
+		if reason := b.quotaRefusal(inv.Caller); reason != "" {
+			return refuse(ErrResourceConstraint, reason)
+		}
 		retain := now.Add(e.cfg.Retention)
 		purge := now.Add(e.cfg.ReplayWindow)
 		if retain.After(purge) {
@@ -250,6 +253,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			return nil
 		}
 		b.delta++
+		b.admitted(t)
 		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
 		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
 		b.onCommit(func() {

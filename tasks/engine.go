@@ -83,6 +83,23 @@ type Config struct {
 	// negative disables the rate limit (unchanged values are still
 	// dropped).
 	ProgressPerSecond int
+
+	// Per-principal quotas (ErrResourceConstraint at admission, after
+	// authorization and replay recognition). Zero takes the default,
+	// negative disables the quota.
+	MaxActivePerPrincipal int   // non-terminal tasks per caller bare JID; default 1000
+	MaxActivePerDomain    int   // non-terminal tasks per remote domain; default 2000
+	MaxRetainedBytes      int64 // stored arguments+results of a caller's terminal tasks; default 256 MiB
+	// IsLocal tells local principals, whose domain has no domain quota
+	// (MaxActive bounds it). nil treats every domain as remote.
+	IsLocal func(principal string) bool
+
+	// MaxRunningPerBackend bounds the dispatched, unsettled tasks of one
+	// endpoint's backend; excess tasks stay accepted, in admission order,
+	// until a slot frees. Default 64, negative for no limit.
+	// RunningLimit, when set, overrides it per endpoint (0 keeps it).
+	MaxRunningPerBackend int
+	RunningLimit         func(endpoint string) int
 }
 
 func (c *Config) defaults() {
@@ -119,6 +136,18 @@ func (c *Config) defaults() {
 	if c.ProgressPerSecond == 0 {
 		c.ProgressPerSecond = 10
 	}
+	if c.MaxActivePerPrincipal == 0 {
+		c.MaxActivePerPrincipal = 1000
+	}
+	if c.MaxActivePerDomain == 0 {
+		c.MaxActivePerDomain = 2000
+	}
+	if c.MaxRetainedBytes == 0 {
+		c.MaxRetainedBytes = 256 << 20
+	}
+	if c.MaxRunningPerBackend == 0 {
+		c.MaxRunningPerBackend = 64
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -149,6 +178,14 @@ type Engine struct {
 	qclosed  bool
 	commitWG sync.WaitGroup
 	active   int // non-terminal tasks; committer-owned
+	// Committer-owned counters behind the quotas (see quota.go), changed
+	// through batch adjustments so a rolled-back op leaves them alone.
+	counts [numCounters]map[string]int64
+	// Tasks held accepted by the backend concurrency limit, per endpoint
+	// in admission order, and those released to dispatch (committer-owned).
+	waiting   map[string][]string
+	released  map[string]string // task ID -> endpoint
+	releasedN map[string]int
 	commits  atomic.Int64
 	ops      atomic.Int64
 
@@ -203,6 +240,12 @@ func New(cfg Config) (*Engine, error) {
 		nsig:      make(chan struct{}, 1),
 		runs:      map[string]*run{},
 		deadlines: map[string]clock.Timer{},
+		waiting:   map[string][]string{},
+		released:  map[string]string{},
+		releasedN: map[string]int{},
+	}
+	for i := range e.counts {
+		e.counts[i] = map[string]int64{}
 	}
 	e.execCtx, e.execCancel = context.WithCancel(context.Background())
 	return e, nil
@@ -226,7 +269,17 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	retained, err := e.db.RetainedBytes(ctx)
+	if err != nil {
+		return err
+	}
 	e.active = len(unsettled)
+	for i := range unsettled {
+		e.countTask(&unsettled[i])
+	}
+	for caller, n := range retained {
+		e.counts[cRetained][caller] = n
+	}
 	e.commitWG.Add(1)
 	go e.commitLoop()
 	e.notifWG.Add(1)
@@ -461,6 +514,7 @@ type batch struct {
 	after  []func()
 	events []Event
 	delta  int // change of the non-terminal task count
+	adj    []adjust
 }
 
 // onCommit runs f after the batch commits, in the committer goroutine.
@@ -494,7 +548,7 @@ func (e *Engine) runBatch(ops []*op) {
 		guarded = nil
 	}
 	for i, o := range guarded {
-		nAfter, nEvents, delta := len(b.after), len(b.events), b.delta
+		nAfter, nEvents, delta, nAdj := len(b.after), len(b.events), b.delta, len(b.adj)
 		if err := tx.Savepoint(); err != nil {
 			errs[i] = err
 			continue
@@ -502,7 +556,7 @@ func (e *Engine) runBatch(ops []*op) {
 		if err := o.fn(b); err != nil {
 			e.log.Error("tasks: operation failed", "err", err)
 			errs[i] = err
-			b.after, b.events, b.delta = b.after[:nAfter], b.events[:nEvents], delta
+			b.after, b.events, b.delta, b.adj = b.after[:nAfter], b.events[:nEvents], delta, b.adj[:nAdj]
 			if rerr := tx.RollbackTo(); rerr != nil {
 				e.log.Error("tasks: rollback to savepoint failed", "err", rerr)
 			}
@@ -521,6 +575,7 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	e.active += b.delta
+	e.applyAdjust(b.adj)
 	e.commits.Add(1)
 	e.ops.Add(int64(len(ops)))
 	for _, f := range b.after {
@@ -605,7 +660,7 @@ func (e *Engine) disarmDeadline(id string) {
 // purgeNow deletes expired tasks and schedules the next purge.
 func (e *Engine) purgeNow() {
 	e.submit(func(b *batch) error {
-		n, err := b.tx.Purge(b.now())
+		n, err := b.purge()
 		if err == nil && n > 0 {
 			b.onCommit(func() { e.log.Debug("tasks: purged expired tasks", "count", n) })
 		}
@@ -625,7 +680,7 @@ func (e *Engine) PurgeExpired(ctx context.Context) (int64, error) {
 	var n int64
 	err := e.do(func(b *batch) error {
 		var err error
-		n, err = b.tx.Purge(b.now())
+		n, err = b.purge()
 		return err
 	})
 	return n, err

@@ -186,8 +186,8 @@ type Engine struct {
 	waiting   map[string][]string
 	released  map[string]string // task ID -> endpoint
 	releasedN map[string]int
-	commits  atomic.Int64
-	ops      atomic.Int64
+	commits   atomic.Int64
+	ops       atomic.Int64
 
 	// Committed events wait here for the notifier, in commit order.
 	nmu     sync.Mutex

@@ -147,7 +147,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		MaxActive:      cfg.Tasks.MaxActive,
 		// Coalesces progress per task (spec: progress MUST be rate-limited).
 		ProgressPerSecond: cfg.Tasks.ProgressPerSecond,
-		Approvals:         newApprovals(cfg),
+		// Quotas, so one principal or domain cannot exhaust max_active.
+		MaxActivePerPrincipal: cfg.Tasks.MaxActivePerPrincipal,
+		MaxActivePerDomain:    cfg.Tasks.MaxActivePerDomain,
+		MaxRetainedBytes:      cfg.Tasks.RetainedBytesPerPrincipal,
+		IsLocal:               g.Policy.IsLocal,
+		MaxRunningPerBackend:  cfg.Tasks.MaxRunningPerBackend,
+		RunningLimit:          runningLimits(cfg),
+		Approvals:             newApprovals(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -363,4 +370,15 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runningLimits is the per-agent override of max_running_per_backend.
+func runningLimits(cfg *config.Config) func(endpoint string) int {
+	limits := map[string]int{}
+	for _, a := range cfg.Agents {
+		if j, err := jid.Parse(a.JID); err == nil && a.MaxRunning > 0 {
+			limits[j.Bare().String()] = a.MaxRunning
+		}
+	}
+	return func(endpoint string) int { return limits[endpoint] }
 }

@@ -3,6 +3,8 @@ package gatewaytest
 import (
 	"context"
 	"encoding/json"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,5 +76,115 @@ func TestProgressFloodE2E(t *testing.T) {
 	}
 	if term.Type != "completed" {
 		t.Fatalf("terminal event %s %s", term.Type, term.Payload)
+	}
+}
+
+// TestQuotaPerPrincipalE2E: alice fills her quota of non-terminal tasks
+// with long-running calls; her next invoke gets resource-constraint, while
+// bob's calls through the same Prosody and endpoint still run. A settled
+// task frees alice's quota.
+func TestQuotaPerPrincipalE2E(t *testing.T) {
+	te := startTaskEnvConfig(t, []string{"alice", "bob"}, func(c *config.Config) { c.Tasks.MaxActivePerPrincipal = 2 }, nil)
+	alice, bob := te.Dial("alice"), te.Dial("bob")
+	a1 := te.invoke(t, alice, "wait", `{}`)
+	te.invoke(t, alice, "wait", `{}`)
+	_, err := alice.Invoke(te.ctx, te.ep, &agentclient.InvokeRequest{Tool: "echo", Version: te.version, ManifestHash: te.hash, Arguments: json.RawMessage(`{"message":"third"}`)})
+	if ErrCondition(err) != "resource-constraint" {
+		t.Fatalf("alice's third invoke: %v, want resource-constraint", err)
+	}
+	for i := 0; i < 3; i++ {
+		out, err := bob.Call(te.ctx, te.ep, "echo", json.RawMessage(`{"message":"bob"}`), agentclient.CallOptions{})
+		if err != nil || out.State != "completed" {
+			t.Fatalf("bob's call %d while alice is at her quota: %+v, %v", i, out, err)
+		}
+	}
+	st := te.waitState(t, alice, a1.TaskID, "running")
+	if _, err := alice.Cancel(te.ctx, te.ep, a1.TaskID, st.Revision, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := alice.Follow(te.ctx, te.ep, a1, agentclient.CallOptions{}); err != nil || out.State != "cancelled" {
+		t.Fatalf("cancelled task: %+v, %v", out, err)
+	}
+	if out, err := alice.Call(te.ctx, te.ep, "echo", json.RawMessage(`{"message":"again"}`), agentclient.CallOptions{}); err != nil || out.State != "completed" {
+		t.Fatalf("alice after one task settled: %+v, %v", out, err)
+	}
+}
+
+// TestBackendConcurrencyE2E: with [tasks] max_running_per_backend = 2 and
+// five long invocations, all five are admitted, two run and three stay
+// accepted (as task-state shows a real client), and they run as slots
+// free.
+func TestBackendConcurrencyE2E(t *testing.T) {
+	var mu sync.Mutex
+	gates := map[string]chan struct{}{}
+	gate := func(id string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if gates[id] == nil {
+			gates[id] = make(chan struct{})
+		}
+		return gates[id]
+	}
+	te := startTaskEnvConfig(t, []string{"alice"}, func(c *config.Config) { c.Tasks.MaxRunningPerBackend = 2 },
+		func(x *taskstest.Executor) {
+			x.Script("gated", taskstest.Step{Do: func(ctx context.Context, call tasks.Call, run tasks.Run) error {
+				select {
+				case <-gate(call.TaskID):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return run.Complete(*taskstest.Text("released"))
+			}})
+		}, tool("gated", "Gated", "Waits for the test.", `{"type":"object"}`, false))
+	c := te.Dial("alice")
+	var accs []*agentclient.Accepted
+	for i := 0; i < 5; i++ {
+		accs = append(accs, te.invoke(t, c, "gated", `{}`))
+	}
+	states := func() string {
+		var out []string
+		for _, a := range accs {
+			st, err := c.State(te.ctx, te.ep, a.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, st.State)
+		}
+		return strings.Join(out, ",")
+	}
+	// Wait on the engine (no IQ rate limit), then look as the client.
+	committed := func() string {
+		var out []string
+		for _, a := range accs {
+			st, err := te.Gateway.Engine.State(te.ctx, te.JID("alice"), te.ep.String(), a.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, string(st.State))
+		}
+		return strings.Join(out, ",")
+	}
+	want := "running,running,accepted,accepted,accepted"
+	deadline := time.Now().Add(10 * time.Second)
+	for committed() != want && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Nothing else starts while the slots are taken.
+	time.Sleep(200 * time.Millisecond)
+	if got := states(); got != want {
+		t.Fatalf("states = %s, want %s", got, want)
+	}
+	close(gate(accs[0].TaskID))
+	te.waitState(t, c, accs[2].TaskID, "running")
+	if got := states(); got != "completed,running,running,accepted,accepted" {
+		t.Fatalf("after one settled: %s", got)
+	}
+	for _, a := range accs[1:] {
+		close(gate(a.TaskID))
+	}
+	for _, a := range accs {
+		if out, err := c.Follow(te.ctx, te.ep, a, agentclient.CallOptions{RecoverAfter: 300 * time.Millisecond}); err != nil || out.State != "completed" {
+			t.Fatalf("task %s: %+v, %v", a.TaskID, out, err)
+		}
 	}
 }

@@ -513,8 +513,9 @@ type batch struct {
 	tx     taskdb.Tx
 	after  []func()
 	events []Event
-	delta  int // change of the non-terminal task count
-	adj    []adjust
+	delta  int                  // change of the non-terminal task count
+	adj    []adjust             // quota adjustments, in op order
+	sums   map[counterKey]int64 // their sums per counter
 }
 
 // onCommit runs f after the batch commits, in the committer goroutine.
@@ -556,7 +557,8 @@ func (e *Engine) runBatch(ops []*op) {
 		if err := o.fn(b); err != nil {
 			e.log.Error("tasks: operation failed", "err", err)
 			errs[i] = err
-			b.after, b.events, b.delta, b.adj = b.after[:nAfter], b.events[:nEvents], delta, b.adj[:nAdj]
+			b.after, b.events, b.delta = b.after[:nAfter], b.events[:nEvents], delta
+			b.undoAdjust(nAdj)
 			if rerr := tx.RollbackTo(); rerr != nil {
 				e.log.Error("tasks: rollback to savepoint failed", "err", rerr)
 			}
@@ -575,7 +577,7 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	e.active += b.delta
-	e.applyAdjust(b.adj)
+	e.applyAdjust(b.sums)
 	e.commits.Add(1)
 	e.ops.Add(int64(len(ops)))
 	for _, f := range b.after {

@@ -27,30 +27,44 @@ type adjust struct {
 	d   int64
 }
 
+type counterKey struct {
+	c   counter
+	key string
+}
+
+// add records an adjustment: in the journal (b.adj, truncated and undone
+// when the op rolls back) and in the batch's running sums.
 func (b *batch) add(c counter, key string, d int64) {
-	if key != "" && d != 0 {
-		b.adj = append(b.adj, adjust{c, key, d})
+	if key == "" || d == 0 {
+		return
 	}
+	b.adj = append(b.adj, adjust{c, key, d})
+	if b.sums == nil {
+		b.sums = map[counterKey]int64{}
+	}
+	b.sums[counterKey{c, key}] += d
+}
+
+// undoAdjust reverts the adjustments recorded after the first n.
+func (b *batch) undoAdjust(n int) {
+	for _, a := range b.adj[n:] {
+		b.sums[counterKey{a.c, a.key}] -= a.d
+	}
+	b.adj = b.adj[:n]
 }
 
 // count is the committed value of a counter plus this batch's adjustments.
 func (b *batch) count(c counter, key string) int64 {
-	n := b.e.counts[c][key]
-	for _, a := range b.adj {
-		if a.c == c && a.key == key {
-			n += a.d
-		}
-	}
-	return n
+	return b.e.counts[c][key] + b.sums[counterKey{c, key}]
 }
 
-func (e *Engine) applyAdjust(adj []adjust) {
-	for _, a := range adj {
-		m := e.counts[a.c]
-		if n := m[a.key] + a.d; n > 0 {
-			m[a.key] = n
+func (e *Engine) applyAdjust(sums map[counterKey]int64) {
+	for k, d := range sums {
+		m := e.counts[k.c]
+		if n := m[k.key] + d; n > 0 {
+			m[k.key] = n
 		} else {
-			delete(m, a.key)
+			delete(m, k.key)
 		}
 	}
 }

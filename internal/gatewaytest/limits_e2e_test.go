@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -186,5 +187,69 @@ func TestBackendConcurrencyE2E(t *testing.T) {
 		if out, err := c.Follow(te.ctx, te.ep, a, agentclient.CallOptions{RecoverAfter: 300 * time.Millisecond}); err != nil || out.State != "completed" {
 			t.Fatalf("task %s: %+v, %v", a.TaskID, out, err)
 		}
+	}
+}
+
+// TestQuotaPerRemoteDomainE2E: across two federated Prosody servers, the
+// callers of a.test together hit max_active_per_domain (resource-constraint
+// for a third a.test user with no task of their own), while a local user
+// of the gateway's server still runs calls.
+func TestQuotaPerRemoteDomainE2E(t *testing.T) {
+	a, b := xmppharness.StartFederation(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, u := range []string{"alice", "carol", "dave"} {
+		if err := a.Register(ctx, u, Password+u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := Start(t, Options{Server: b, Users: []string{"bob"}, Agents: []Agent{{Localpart: "weather"}},
+		Mutate: func(c *config.Config) { c.Tasks.MaxActivePerPrincipal, c.Tasks.MaxActivePerDomain = 5, 2 }})
+	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--invocation", "a.test")
+	ep := e.Endpoint("weather")
+	m, ok := e.Gateway.Registry.Active(ep.String())
+	if !ok {
+		t.Fatal("weather has no active manifest")
+	}
+	invoke := func(c *agentclient.Client, tool, args string) (*agentclient.Accepted, error) {
+		return c.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: tool, Version: m.Version, ManifestHash: m.Hash, Arguments: json.RawMessage(args)})
+	}
+	alice, _ := e.DialOn(a, "alice")
+	carol, _ := e.DialOn(a, "carol")
+	dave, _ := e.DialOn(a, "dave")
+	var first *agentclient.Accepted
+	WaitFor(t, 5*time.Second, "the invocation grant", func() bool {
+		var err error
+		first, err = invoke(alice, "wait", `{}`)
+		return err == nil
+	})
+	if _, err := invoke(carol, "wait", `{}`); err != nil {
+		t.Fatalf("carol's first task: %v", err)
+	}
+	_, err := invoke(dave, "echo", `{"message":"dave"}`)
+	if ErrCondition(err) != "resource-constraint" {
+		t.Fatalf("dave@a.test with a.test at its domain quota: %v, want resource-constraint", err)
+	}
+	bob := e.Dial("bob")
+	if out, err := bob.Call(ctx, ep, "echo", json.RawMessage(`{"message":"bob"}`), agentclient.CallOptions{}); err != nil || out.State != "completed" {
+		t.Fatalf("local bob while a.test is at its quota: %+v, %v", out, err)
+	}
+	// One a.test task settles: the domain has room again.
+	st, err := alice.State(ctx, ep, first.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Cancel(ctx, ep, first.TaskID, st.Revision, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := alice.Follow(ctx, ep, first, agentclient.CallOptions{RecoverAfter: time.Second}); err != nil || out.State != "cancelled" {
+		t.Fatalf("alice's cancelled task: %+v, %v", out, err)
+	}
+	acc, err := invoke(dave, "echo", `{"message":"dave"}`)
+	if err != nil {
+		t.Fatalf("dave after a.test's task settled: %v", err)
+	}
+	if out, err := dave.Follow(ctx, ep, acc, agentclient.CallOptions{RecoverAfter: time.Second}); err != nil || out.State != "completed" {
+		t.Fatalf("dave's call: %+v, %v", out, err)
 	}
 }

@@ -79,7 +79,9 @@ func timedID(prefix string, now time.Time) string {
 // gets ErrConflict; then pinning (ErrConflict), the input schema
 // (ErrNotAcceptable), the backend (ErrServiceUnavailable) and, at the
 // commit, the deadline (ErrNotAcceptable when reached or beyond the tool's
-// maximumTimeoutSeconds) and capacity (ErrResourceConstraint). Admit
+// maximumTimeoutSeconds) and capacity: MaxActive, the caller's and its
+// remote domain's active-task quotas and the caller's retained-bytes budget
+// (ErrResourceConstraint). Admit
 // returns only after the task and its replay record are committed
 // (synchronous=FULL), in a group commit shared with concurrent callers.
 //

@@ -159,6 +159,14 @@ func (r *run) flushProgress(b *batch, t *taskdb.Task, force bool) error {
 		return nil // unchanged: no revision
 	}
 	if err := b.commit(t, []string{t.State}, EventProgress, payload, func(*taskdb.Task) {}); err != nil {
+		// Rolled back: keep the value (under anything newer) for the
+		// next flush, so a storage failure does not lose the latest.
+		r.pmu.Lock()
+		if r.pending != nil {
+			p = mergeProgress(p, *r.pending)
+		}
+		r.pending = p
+		r.pmu.Unlock()
 		return err
 	}
 	r.lastPct, r.hasPct, r.lastProgress = pct, has, payload

@@ -79,7 +79,9 @@ func timedID(prefix string, now time.Time) string {
 // gets ErrConflict; then pinning (ErrConflict), the input schema
 // (ErrNotAcceptable), the backend (ErrServiceUnavailable) and, at the
 // commit, the deadline (ErrNotAcceptable when reached or beyond the tool's
-// maximumTimeoutSeconds) and capacity (ErrResourceConstraint). Admit
+// maximumTimeoutSeconds) and capacity: MaxActive, the caller's and its
+// remote domain's active-task quotas and the caller's retained-bytes budget
+// (ErrResourceConstraint). Admit
 // returns only after the task and its replay record are committed
 // (synchronous=FULL), in a group commit shared with concurrent callers.
 //
@@ -224,6 +226,9 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		if e.active+b.delta >= e.cfg.MaxActive {
 			return refuse(ErrResourceConstraint, "task capacity exhausted")
 		}
+		if reason := b.quotaRefusal(inv.Caller); reason != "" {
+			return refuse(ErrResourceConstraint, reason)
+		}
 		retain := now.Add(e.cfg.Retention)
 		purge := now.Add(e.cfg.ReplayWindow)
 		if retain.After(purge) {
@@ -250,6 +255,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			return nil
 		}
 		b.delta++
+		b.admitted(t)
 		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
 		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
 		b.onCommit(func() {

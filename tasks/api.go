@@ -92,9 +92,14 @@ const (
 // Run is an executor's handle on one task. Every method commits through the
 // engine; none of them writes state directly. All are safe for concurrent use.
 type Run interface {
-	// Progress commits one progress update (one revision, one event).
+	// Progress reports a progress update. Updates are rate-limited per
+	// task (Config.ProgressPerSecond): one that arrives while the task's
+	// budget is spent is merged into a pending value, committed (one
+	// revision, one event) when a slot frees and in any case before
+	// input_required or the settlement; Progress then returns nil at once.
 	// Percent is clamped to [0, 100] and never below the last value; an
-	// update with nothing to report commits nothing.
+	// update with nothing to report, or equal to the last committed one,
+	// commits nothing.
 	Progress(p Progress) error
 	// RequestInput commits input_required and blocks until the caller's
 	// answer has been accepted, returning it (canonical JSON). It fails

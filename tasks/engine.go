@@ -74,6 +74,32 @@ type Config struct {
 	PurgeInterval    time.Duration // retention purge period; default 1m
 	ShutdownGrace    time.Duration // how long Close waits for executors; default 5s
 	MaxBatch         int           // operations per group commit; default 512
+
+	// ProgressPerSecond bounds the progress revisions of one task: no
+	// one-second window holds more than this many (the last slot is kept
+	// for the final value, flushed before input_required or the terminal
+	// event). Updates in between are coalesced into the latest value, and
+	// an update equal to the last committed one is dropped. Default 10;
+	// negative disables the rate limit (unchanged values are still
+	// dropped).
+	ProgressPerSecond int
+
+	// Per-principal quotas (ErrResourceConstraint at admission, after
+	// authorization and replay recognition). Zero takes the default,
+	// negative disables the quota.
+	MaxActivePerPrincipal int   // non-terminal tasks per caller bare JID; default 1000
+	MaxActivePerDomain    int   // non-terminal tasks per remote domain; default 2000
+	MaxRetainedBytes      int64 // stored arguments+results of a caller's terminal tasks; default 256 MiB
+	// IsLocal tells local principals, whose domain has no domain quota
+	// (MaxActive bounds it). nil treats every domain as remote.
+	IsLocal func(principal string) bool
+
+	// MaxRunningPerBackend bounds the dispatched, unsettled tasks of one
+	// endpoint's backend; excess tasks stay accepted, in admission order,
+	// until a slot frees. Default 64, negative for no limit.
+	// RunningLimit, when set, overrides it per endpoint (0 keeps it).
+	MaxRunningPerBackend int
+	RunningLimit         func(endpoint string) int
 }
 
 func (c *Config) defaults() {
@@ -107,6 +133,21 @@ func (c *Config) defaults() {
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 512
 	}
+	if c.ProgressPerSecond == 0 {
+		c.ProgressPerSecond = 10
+	}
+	if c.MaxActivePerPrincipal == 0 {
+		c.MaxActivePerPrincipal = 1000
+	}
+	if c.MaxActivePerDomain == 0 {
+		c.MaxActivePerDomain = 2000
+	}
+	if c.MaxRetainedBytes == 0 {
+		c.MaxRetainedBytes = 256 << 20
+	}
+	if c.MaxRunningPerBackend == 0 {
+		c.MaxRunningPerBackend = 64
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -137,8 +178,16 @@ type Engine struct {
 	qclosed  bool
 	commitWG sync.WaitGroup
 	active   int // non-terminal tasks; committer-owned
-	commits  atomic.Int64
-	ops      atomic.Int64
+	// Committer-owned counters behind the quotas (see quota.go), changed
+	// through batch adjustments so a rolled-back op leaves them alone.
+	counts [numCounters]map[string]int64
+	// Tasks held accepted by the backend concurrency limit, per endpoint
+	// in admission order, and those released to dispatch (committer-owned).
+	waiting   map[string][]string
+	released  map[string]string // task ID -> endpoint
+	releasedN map[string]int
+	commits   atomic.Int64
+	ops       atomic.Int64
 
 	// Committed events wait here for the notifier, in commit order.
 	nmu     sync.Mutex
@@ -191,6 +240,12 @@ func New(cfg Config) (*Engine, error) {
 		nsig:      make(chan struct{}, 1),
 		runs:      map[string]*run{},
 		deadlines: map[string]clock.Timer{},
+		waiting:   map[string][]string{},
+		released:  map[string]string{},
+		releasedN: map[string]int{},
+	}
+	for i := range e.counts {
+		e.counts[i] = map[string]int64{}
 	}
 	e.execCtx, e.execCancel = context.WithCancel(context.Background())
 	return e, nil
@@ -214,7 +269,17 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	retained, err := e.db.RetainedBytes(ctx)
+	if err != nil {
+		return err
+	}
 	e.active = len(unsettled)
+	for i := range unsettled {
+		e.countTask(&unsettled[i])
+	}
+	for caller, n := range retained {
+		e.counts[cRetained][caller] = n
+	}
 	e.commitWG.Add(1)
 	go e.commitLoop()
 	e.notifWG.Add(1)
@@ -448,7 +513,9 @@ type batch struct {
 	tx     taskdb.Tx
 	after  []func()
 	events []Event
-	delta  int // change of the non-terminal task count
+	delta  int                  // change of the non-terminal task count
+	adj    []adjust             // quota adjustments, in op order
+	sums   map[counterKey]int64 // their sums per counter
 }
 
 // onCommit runs f after the batch commits, in the committer goroutine.
@@ -482,7 +549,7 @@ func (e *Engine) runBatch(ops []*op) {
 		guarded = nil
 	}
 	for i, o := range guarded {
-		nAfter, nEvents, delta := len(b.after), len(b.events), b.delta
+		nAfter, nEvents, delta, nAdj := len(b.after), len(b.events), b.delta, len(b.adj)
 		if err := tx.Savepoint(); err != nil {
 			errs[i] = err
 			continue
@@ -491,6 +558,7 @@ func (e *Engine) runBatch(ops []*op) {
 			e.log.Error("tasks: operation failed", "err", err)
 			errs[i] = err
 			b.after, b.events, b.delta = b.after[:nAfter], b.events[:nEvents], delta
+			b.undoAdjust(nAdj)
 			if rerr := tx.RollbackTo(); rerr != nil {
 				e.log.Error("tasks: rollback to savepoint failed", "err", rerr)
 			}
@@ -509,6 +577,7 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	e.active += b.delta
+	e.applyAdjust(b.sums)
 	e.commits.Add(1)
 	e.ops.Add(int64(len(ops)))
 	for _, f := range b.after {
@@ -593,7 +662,7 @@ func (e *Engine) disarmDeadline(id string) {
 // purgeNow deletes expired tasks and schedules the next purge.
 func (e *Engine) purgeNow() {
 	e.submit(func(b *batch) error {
-		n, err := b.tx.Purge(b.now())
+		n, err := b.purge()
 		if err == nil && n > 0 {
 			b.onCommit(func() { e.log.Debug("tasks: purged expired tasks", "count", n) })
 		}
@@ -613,7 +682,7 @@ func (e *Engine) PurgeExpired(ctx context.Context) (int64, error) {
 	var n int64
 	err := e.do(func(b *batch) error {
 		var err error
-		n, err = b.tx.Purge(b.now())
+		n, err = b.purge()
 		return err
 	})
 	return n, err

@@ -24,8 +24,8 @@ var (
 	// a deadline already reached or beyond the tool's maximum, a wrong
 	// media type.
 	ErrNotAcceptable = errors.New("tasks: not acceptable")
-	// ErrResourceConstraint: task capacity exhausted or a JSON limit
-	// exceeded.
+	// ErrResourceConstraint: task capacity or a caller's or remote
+	// domain's quota exhausted, or a JSON limit exceeded.
 	ErrResourceConstraint = errors.New("tasks: resource constraint")
 	// ErrUnexpectedRequest: a result request for a non-terminal task.
 	ErrUnexpectedRequest = errors.New("tasks: unexpected request")

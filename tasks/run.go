@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
@@ -32,8 +33,15 @@ type run struct {
 	doneOnce   sync.Once
 
 	// Committer-owned.
-	lastPct float64
-	hasPct  bool
+	lastPct      float64
+	hasPct       bool
+	lastProgress []byte // payload of the last committed progress
+
+	// Progress coalescing (see coalesce.go), under pmu.
+	pmu        sync.Mutex
+	pending    *Progress   // merged updates not committed yet
+	progTimes  []time.Time // commits of progress within the last second
+	flushTimer clock.Timer // armed while pending waits for a free slot
 
 	mu         sync.Mutex
 	input      *pendingInput
@@ -91,6 +99,7 @@ func (e *Engine) finished(id string, state State) {
 		return
 	}
 	r.stopInputTimer()
+	r.stopFlush()
 	r.doneOnce.Do(func() { close(r.done) })
 	// The backend call has no further purpose once the task is settled.
 	r.stop()
@@ -158,26 +167,26 @@ func (r *run) mutate(do func(func(b *batch) error) error, fn func(b *batch, t *t
 	return result
 }
 
+// Progress merges p into the pending update and commits it when the task's
+// progress rate allows; otherwise the merged value waits for a free slot
+// (or is flushed before input_required or the settlement).
 func (r *run) Progress(p Progress) error {
+	if r.settled() {
+		return ErrSettled
+	}
+	if r.e.closing.Load() {
+		return ErrClosed
+	}
+	if !r.offer(p) {
+		return nil // coalesced: committed later with whatever follows
+	}
 	var result error
 	err := r.apply(func(b *batch, t *taskdb.Task) error {
 		if t.State == taskdb.Accepted {
 			result = ErrInvalidTransition
 			return nil
 		}
-		v, pct, has := progressValue(p, r.lastPct, r.hasPct)
-		if v == nil {
-			return nil // nothing to report: no revision
-		}
-		payload, err := r.e.lifecycle.build(EventProgress, v)
-		if err != nil {
-			return err
-		}
-		if err := b.commit(t, []string{t.State}, EventProgress, payload, func(*taskdb.Task) {}); err != nil {
-			return err
-		}
-		r.lastPct, r.hasPct = pct, has
-		return nil
+		return r.flushProgress(b, t, false)
 	})
 	if err != nil {
 		return err
@@ -194,6 +203,9 @@ func (r *run) Complete(res ToolResult) error {
 		return fmt.Errorf("tasks: result rejected (%s)", fail.Code)
 	}
 	return r.settle(func(b *batch, t *taskdb.Task) error {
+		if err := r.flushProgress(b, t, true); err != nil {
+			return err
+		}
 		return b.settle(t, StateCompleted, EventCompleted, payload)
 	})
 }
@@ -201,7 +213,12 @@ func (r *run) Complete(res ToolResult) error {
 func (r *run) Fail(f Failure) error { return r.settleFailure(f) }
 
 func (r *run) settleFailure(f Failure) error {
-	return r.settle(func(b *batch, t *taskdb.Task) error { return b.fail(t, f) })
+	return r.settle(func(b *batch, t *taskdb.Task) error {
+		if err := r.flushProgress(b, t, true); err != nil {
+			return err
+		}
+		return b.fail(t, f)
+	})
 }
 
 func (r *run) Cancelled(reason string) error {
@@ -210,6 +227,9 @@ func (r *run) Cancelled(reason string) error {
 		return err
 	}
 	return r.settle(func(b *batch, t *taskdb.Task) error {
+		if err := r.flushProgress(b, t, true); err != nil {
+			return err
+		}
 		return b.settle(t, StateCancelled, EventCancelled, payload)
 	})
 }
@@ -317,6 +337,10 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 		if hasExpiry && expires.ReachedBy(now) {
 			result = ErrInputExpired
 			return nil
+		}
+		// The caller sees the latest progress before the question.
+		if err := r.flushProgress(b, t, true); err != nil {
+			return err
 		}
 		pi.requestID = newID("input-")
 		v := map[string]any{

@@ -72,6 +72,7 @@ func (b *batch) settle(t *taskdb.Task, state State, typ string, payload []byte) 
 		return err
 	}
 	b.delta--
+	b.settled(t, payload)
 	id := t.ID
 	b.onCommit(func() { b.e.finished(id, state) })
 	return nil
@@ -116,27 +117,64 @@ func (b *batch) load(id string) (*taskdb.Task, error) { return b.tx.Task(id) }
 // the executor runs after commit. A deadline reached first, a missing
 // backend, or a cancellation accepted before dispatch settle the task
 // instead; the backend is then never called.
+//
+// The backend's concurrency limit is checked last: a task without a free
+// slot stays accepted and waits (in memory; a restart dispatches accepted
+// tasks again, through the same limit) until pump releases it.
 func (b *batch) dispatch(id string) error {
+	out, ep, err := b.dispatchTask(id)
+	if err != nil {
+		return err // rolled back: a reserved slot stays reserved for the retry
+	}
+	e := b.e
+	switch out {
+	case dispatchStarted:
+		b.onCommit(func() { e.unrelease(id) })
+	case dispatchHeld:
+		b.onCommit(func() { e.hold(id, ep) })
+	default:
+		if ep, rel := e.released[id]; rel {
+			b.onCommit(func() { e.unrelease(id); e.pump(ep) })
+		}
+	}
+	return nil
+}
+
+type dispatchOutcome int
+
+const (
+	dispatchOther   dispatchOutcome = iota // settled instead, or left alone
+	dispatchStarted                        // running, the executor launches after commit
+	dispatchHeld                           // accepted, waiting for a backend slot
+)
+
+func (b *batch) dispatchTask(id string) (dispatchOutcome, string, error) {
 	t, err := b.load(id)
 	if err != nil || t == nil || terminal(t.State) {
-		return err
+		return dispatchOther, "", err
 	}
+	out, err := b.dispatchLoaded(t)
+	return out, t.Endpoint, err
+}
+
+func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
+	id := t.ID
 	if done, err := b.expireIfDue(t); done || err != nil {
-		return err
+		return dispatchOther, err
 	}
 	if t.State == taskdb.Cancelling && !t.Dispatched {
 		payload, err := b.e.lifecycle.build(EventCancelled, cancelledValue(""))
 		if err != nil {
-			return err
+			return dispatchOther, err
 		}
-		return b.settle(t, StateCancelled, EventCancelled, payload)
+		return dispatchOther, b.settle(t, StateCancelled, EventCancelled, payload)
 	}
 	if t.State != taskdb.Accepted || b.e.closing.Load() {
-		return nil // shutting down: stays accepted for the next Start
+		return dispatchOther, nil // shutting down: stays accepted for the next Start
 	}
 	backend, ok := b.e.cfg.Backends(t.Endpoint)
 	if !ok || backend == nil {
-		return b.fail(t, Failure{Code: CodeBackendUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
+		return dispatchOther, b.fail(t, Failure{Code: CodeBackendUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
 	}
 	m, ok := b.e.cfg.Directory.Manifest(t.Endpoint, t.APIVersion)
 	var tool *toolInfo
@@ -146,18 +184,22 @@ func (b *batch) dispatch(id string) error {
 		}
 	}
 	if tool == nil {
-		return b.fail(t, Failure{Code: CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
+		return dispatchOther, b.fail(t, Failure{Code: CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
+	}
+	if !b.mayDispatch(id, t.Endpoint) {
+		return dispatchHeld, nil
 	}
 	payload, err := statusPayload(b.e.lifecycle, StateRunning, b.now())
 	if err != nil {
-		return err
+		return dispatchOther, err
 	}
 	if err := b.commit(t, []string{taskdb.Accepted}, EventStatus, payload, func(n *taskdb.Task) {
 		n.State = taskdb.Running
 		n.Dispatched = true
 	}); err != nil {
-		return err
+		return dispatchOther, err
 	}
+	b.add(cRunning, t.Endpoint, 1)
 	call := Call{
 		TaskID: t.ID, Caller: t.Caller, Endpoint: t.Endpoint, Tool: t.Tool, Version: t.APIVersion,
 		ManifestHash: t.ManifestHash, Arguments: append([]byte(nil), t.Arguments...),
@@ -166,7 +208,7 @@ func (b *batch) dispatch(id string) error {
 		call.Deadline = t.DeadlineAt
 	}
 	b.onCommit(func() { b.e.launch(call, backend, tool) })
-	return nil
+	return dispatchStarted, nil
 }
 
 // interrupt settles a dispatched task whose backend call cannot be resumed.

@@ -67,6 +67,28 @@ type Tasks struct {
 	DefaultTimeoutSeconds int `toml:"default_timeout_seconds"`
 	// InputTimeoutSeconds is how long an input request waits. Default 600.
 	InputTimeoutSeconds int `toml:"input_timeout_seconds"`
+	// ProgressPerSecond is the most progress revisions (events) one task
+	// commits in any second; updates in between are coalesced into the
+	// latest value, which is always committed before the task settles.
+	// Default 10.
+	ProgressPerSecond int `toml:"progress_per_second"`
+	// MaxActivePerPrincipal caps the non-terminal tasks of one caller
+	// (bare JID); beyond it invoke answers resource-constraint. Default
+	// 1000.
+	MaxActivePerPrincipal int `toml:"max_active_per_principal"`
+	// MaxActivePerDomain caps the non-terminal tasks of all callers of one
+	// remote domain together. Default 2000.
+	MaxActivePerDomain int `toml:"max_active_per_domain"`
+	// RetainedBytesPerPrincipal is the budget of stored arguments and
+	// results of one caller's terminal tasks, until they are purged at
+	// the end of retention. While it is spent new invokes of that caller
+	// answer resource-constraint; nothing retained is evicted. Default
+	// 268435456 (256 MiB).
+	RetainedBytesPerPrincipal int64 `toml:"retained_bytes_per_principal"`
+	// MaxRunningPerBackend bounds the dispatched, unsettled tasks of one
+	// agent's backend; further invokes are admitted and wait accepted
+	// until a slot frees. [[agents]] max_running overrides it. Default 64.
+	MaxRunningPerBackend int `toml:"max_running_per_backend"`
 }
 
 // Policy is trusted local policy for tools that declare approval or
@@ -131,6 +153,8 @@ type Agent struct {
 	Version     string   `toml:"version"`
 	VisibleTo   []string `toml:"visible_to"`
 	InvocableBy []string `toml:"invocable_by"`
+	// MaxRunning overrides [tasks] max_running_per_backend for this agent.
+	MaxRunning int `toml:"max_running"`
 
 	MCP       *MCP       `toml:"mcp"`
 	Connector *Connector `toml:"connector"`
@@ -217,6 +241,21 @@ func (c *Config) applyDefaults() {
 	if c.Tasks.InputTimeoutSeconds == 0 {
 		c.Tasks.InputTimeoutSeconds = 600
 	}
+	if c.Tasks.ProgressPerSecond == 0 {
+		c.Tasks.ProgressPerSecond = 10
+	}
+	if c.Tasks.MaxActivePerPrincipal == 0 {
+		c.Tasks.MaxActivePerPrincipal = 1000
+	}
+	if c.Tasks.MaxActivePerDomain == 0 {
+		c.Tasks.MaxActivePerDomain = 2000
+	}
+	if c.Tasks.RetainedBytesPerPrincipal == 0 {
+		c.Tasks.RetainedBytesPerPrincipal = 256 << 20
+	}
+	if c.Tasks.MaxRunningPerBackend == 0 {
+		c.Tasks.MaxRunningPerBackend = 64
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -251,6 +290,20 @@ func (c *Config) Validate() error {
 			add("[xmpp] admins entry %q is not a bare JID", a)
 		}
 	}
+	for _, k := range []struct {
+		name string
+		v    int64
+	}{
+		{"progress_per_second", int64(c.Tasks.ProgressPerSecond)},
+		{"max_active_per_principal", int64(c.Tasks.MaxActivePerPrincipal)},
+		{"max_active_per_domain", int64(c.Tasks.MaxActivePerDomain)},
+		{"retained_bytes_per_principal", c.Tasks.RetainedBytesPerPrincipal},
+		{"max_running_per_backend", int64(c.Tasks.MaxRunningPerBackend)},
+	} {
+		if k.v < 0 {
+			add("[tasks] %s must be at least 1", k.name)
+		}
+	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
@@ -272,6 +325,9 @@ func (c *Config) Validate() error {
 			add("%s: jid %q is declared twice", where, a.JID)
 		}
 		seen[bare] = true
+		if a.MaxRunning < 0 {
+			add("%s: max_running must be at least 1", where)
+		}
 		n := 0
 		if a.Manifest != "" {
 			n++

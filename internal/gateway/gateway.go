@@ -145,7 +145,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		DefaultTimeout: time.Duration(cfg.Tasks.DefaultTimeoutSeconds) * time.Second,
 		InputTimeout:   time.Duration(cfg.Tasks.InputTimeoutSeconds) * time.Second,
 		MaxActive:      cfg.Tasks.MaxActive,
-		Approvals:      newApprovals(cfg),
+		// Coalesces progress per task (spec: progress MUST be rate-limited).
+		ProgressPerSecond: cfg.Tasks.ProgressPerSecond,
+		// Quotas, so one principal or domain cannot exhaust max_active.
+		MaxActivePerPrincipal: cfg.Tasks.MaxActivePerPrincipal,
+		MaxActivePerDomain:    cfg.Tasks.MaxActivePerDomain,
+		MaxRetainedBytes:      cfg.Tasks.RetainedBytesPerPrincipal,
+		IsLocal:               g.Policy.IsLocal,
+		MaxRunningPerBackend:  cfg.Tasks.MaxRunningPerBackend,
+		RunningLimit:          runningLimits(cfg),
+		Approvals:             newApprovals(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -368,4 +377,15 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runningLimits is the per-agent override of max_running_per_backend.
+func runningLimits(cfg *config.Config) func(endpoint string) int {
+	limits := map[string]int{}
+	for _, a := range cfg.Agents {
+		if j, err := jid.Parse(a.JID); err == nil && a.MaxRunning > 0 {
+			limits[j.Bare().String()] = a.MaxRunning
+		}
+	}
+	return func(endpoint string) int { return limits[endpoint] }
 }

@@ -198,7 +198,13 @@ func newCrashSetup(t *testing.T, ctx context.Context) *crashSetup {
 	for i := 0; i < crashUsers; i++ {
 		s.users = append(s.users, fmt.Sprintf("caller%d", i))
 	}
+	// All 500 tasks run at once (the crash, not the backend concurrency
+	// limit, is under test), so each accepted task at a kill point is one
+	// the restart must dispatch at once.
 	toml := EverythingTOML(t, "everything", srv.ComponentDomain) + `
+[tasks]
+max_running_per_backend = 1000
+
 [federation]
 invoke_per_second = 100000
 invoke_burst = 100000

@@ -55,7 +55,7 @@ func benchPhase() time.Duration {
 	return 8 * time.Second
 }
 
-// benchUnlimited lifts the per-JID rate limits and the active-task cap, so the
+// benchUnlimited lifts the per-JID rate limits and the task caps and quotas, so the
 // benchmarks measure the gateway, not its admission policy.
 func benchUnlimited(c *config.Config) {
 	f := &c.Federation
@@ -64,6 +64,8 @@ func benchUnlimited(c *config.Config) {
 	f.SchemaPerSecond, f.SchemaBurst = 1e6, 1e6
 	f.InputPerSecond, f.InputBurst = 1e6, 1e6
 	c.Tasks.MaxActive = 1 << 20
+	c.Tasks.MaxActivePerPrincipal, c.Tasks.MaxActivePerDomain = 1<<20, 1<<20
+	c.Tasks.MaxRunningPerBackend, c.Tasks.RetainedBytesPerPrincipal = 1<<20, 1<<50
 }
 
 func benchUserNames(prefix string, n int) []string {

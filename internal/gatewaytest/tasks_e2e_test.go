@@ -13,6 +13,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -34,13 +35,20 @@ type taskEnv struct {
 
 func startTaskEnv(t *testing.T, users []string, script func(x *taskstest.Executor), extra ...map[string]any) *taskEnv {
 	t.Helper()
+	return startTaskEnvConfig(t, users, nil, script, extra...)
+}
+
+// startTaskEnvConfig is startTaskEnv with the parsed config adjusted by
+// mutate (nil for none).
+func startTaskEnvConfig(t *testing.T, users []string, mutate func(*config.Config), script func(x *taskstest.Executor), extra ...map[string]any) *taskEnv {
+	t.Helper()
 	x := DefaultExecutor()
 	if script != nil {
 		script(x)
 	}
 	srv := startServer(t, false)
 	ep := "weather@" + srv.ComponentDomain
-	e := Start(t, Options{Server: srv, Users: users, Agents: []Agent{{Localpart: "weather", Executor: x, Manifest: manifestWithTools(ep, extra...)}}})
+	e := Start(t, Options{Server: srv, Users: users, Mutate: mutate, Agents: []Agent{{Localpart: "weather", Executor: x, Manifest: manifestWithTools(ep, extra...)}}})
 	m, ok := e.Gateway.Registry.Active(ep)
 	if !ok {
 		t.Fatal("weather has no active manifest")

@@ -96,6 +96,9 @@ type Driver interface {
 	TaskState(ctx context.Context, id string) (*Task, *Input, error)
 	Events(ctx context.Context, taskID string) ([]Event, error)
 	Unsettled(ctx context.Context) ([]Task, error)
+	// RetainedBytes sums, per caller, the stored bytes (arguments and
+	// result) of terminal tasks not yet purged.
+	RetainedBytes(ctx context.Context) (map[string]int64, error)
 	VersionReferenced(ctx context.Context, endpoint, version string) (bool, error)
 	// HasTask reports whether caller has any stored task at endpoint.
 	HasTask(ctx context.Context, caller, endpoint string) (bool, error)
@@ -129,4 +132,7 @@ type Tx interface {
 	// Purge deletes terminal tasks whose PurgeAfter is at or before now,
 	// with their events and input records.
 	Purge(now time.Time) (int64, error)
+	// PurgeableBytes is RetainedBytes restricted to the tasks Purge(now)
+	// would delete, read in the same transaction before it.
+	PurgeableBytes(now time.Time) (map[string]int64, error)
 }

@@ -251,6 +251,30 @@ func (d *Driver) Unsettled(ctx context.Context) ([]taskdb.Task, error) {
 	return out, rows.Err()
 }
 
+// RetainedBytes sums arguments and result of every terminal task per caller.
+func (d *Driver) RetainedBytes(ctx context.Context) (map[string]int64, error) {
+	rows, err := d.db.Read.QueryContext(ctx, `SELECT caller, SUM(length(arguments) + length(result))
+		FROM tasks WHERE result IS NOT NULL GROUP BY caller`)
+	if err != nil {
+		return nil, fmt.Errorf("tasksqlite: retained bytes: %w", err)
+	}
+	return scanBytes(rows)
+}
+
+func scanBytes(rows *sql.Rows) (map[string]int64, error) {
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var caller string
+		var n int64
+		if err := rows.Scan(&caller, &n); err != nil {
+			return nil, fmt.Errorf("tasksqlite: retained bytes: %w", err)
+		}
+		out[caller] = n
+	}
+	return out, rows.Err()
+}
+
 // VersionReferenced reports whether any stored task pins endpoint@version.
 func (d *Driver) VersionReferenced(ctx context.Context, endpoint, version string) (bool, error) {
 	var n int
@@ -456,4 +480,13 @@ func (t *Tx) Purge(now time.Time) (int64, error) {
 		return 0, fmt.Errorf("tasksqlite: purge: %w", err)
 	}
 	return res.RowsAffected()
+}
+
+func (t *Tx) PurgeableBytes(now time.Time) (map[string]int64, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT caller, SUM(length(arguments) + length(result))
+		FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= ? GROUP BY caller`, ns(now))
+	if err != nil {
+		return nil, fmt.Errorf("tasksqlite: purgeable bytes: %w", err)
+	}
+	return scanBytes(rows)
 }

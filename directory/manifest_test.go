@@ -202,7 +202,7 @@ func TestRejections(t *testing.T) {
 		{"long tool name", withTool(`{"name":"` + strings.Repeat("n", MaxToolNameBytes+1) + `","inputSchema":{"type":"object"}}`), false, "/tools/0/name"},
 		{"input schema not object root", withTool(`{"name":"t","inputSchema":{"type":"array"}}`), false, "object"},
 		{"input schema draft-07", withTool(`{"name":"t","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}}`), false, "2020-12"},
-		{"output schema bad regex", withTool(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"a":{"pattern":"(?=` + secret + `)"}}}}`), false, "RE2"},
+		{"output schema bad regex", withTool(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"a":{"pattern":"(` + secret + `"}}}}`), false, "ECMA-262"},
 		{"annotation not boolean", withTool(`{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":"` + secret + `"}}`), false, "readOnlyHint"},
 		{"unknown tool member", withTool(`{"name":"t","inputSchema":{"type":"object"},"` + secret + `":1}`), false, "does not allow"},
 		{"unknown extension member", withTool(`{"name":"t","inputSchema":{"type":"object"},"urn:xmpp:agent-api:0":{"` + secret + `":true}}`), false, "does not allow"},

@@ -189,3 +189,20 @@ func TestNewChecksOptions(t *testing.T) {
 		t.Errorf("New: %v %v", b, err)
 	}
 }
+
+// TestToolWithECMA262PatternIsPublished: an MCP tool whose inputSchema
+// uses lookahead and a backreference (ECMA-262, not RE2) is converted and
+// passes the registrar's validation instead of being dropped.
+func TestToolWithECMA262PatternIsPublished(t *testing.T) {
+	raw := `{"name":"set_password","inputSchema":{"type":"object","properties":{` +
+		`"password":{"type":"string","pattern":"^(?=.*[0-9])(?=.*[a-z]).{8,}$"},` +
+		`"quoted":{"type":"string","pattern":"^(['\"]).*\\1$"}},"required":["password"]}}`
+	tool, reason := convertTool(json.RawMessage(raw), nil)
+	if reason != "" {
+		t.Fatalf("tool dropped: %s", reason)
+	}
+	b := &Backend{jid: "pw@agents.example"}
+	if reason := b.checkTool(tool); reason != "" {
+		t.Fatalf("registrar refuses the tool: %s", reason)
+	}
+}

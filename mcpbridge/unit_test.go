@@ -206,3 +206,25 @@ func TestToolWithECMA262PatternIsPublished(t *testing.T) {
 		t.Fatalf("registrar refuses the tool: %s", reason)
 	}
 }
+
+// TestConvertToolTextCharacters: control characters in tool text are kept
+// (the manifest carries them as JSON escapes; only its XML copies are
+// sanitized); U+FFFE and U+FFFF, which no manifest can carry, are replaced
+// and the loss is declared.
+func TestConvertToolTextCharacters(t *testing.T) {
+	tool, reason := convertTool(json.RawMessage(`{"name":"t","title":"a\u001fb","description":"c\uffffd","inputSchema":{"type":"object"}}`), nil)
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	if tool["title"] != "a\u001fb" || tool["description"] != "c\uFFFDd" {
+		t.Fatalf("title %q description %q", tool["title"], tool["description"])
+	}
+	loss, _ := tool[SemanticLossKey].([]any)
+	if !slices.Contains(loss, any("tool-description-sanitized")) || slices.Contains(loss, any("tool-title-sanitized")) {
+		t.Fatalf("semantic loss %v", loss)
+	}
+	b := &Backend{jid: "t@agents.example"}
+	if reason := b.checkTool(tool); reason != "" {
+		t.Fatalf("registrar refuses the tool: %s", reason)
+	}
+}

@@ -613,19 +613,50 @@ func (c *Component) checkStanza(el *xmltree.Element) error {
 	from := el.AttrValue("from")
 	if from == "" {
 		el.SetAttr("from", c.cfg.Domain.String())
+		c.localize(el)
 		return nil
 	}
 	j, err := jid.Parse(from)
 	if err != nil || j.Domainpart() != c.cfg.Domain.Domainpart() {
 		return errForeignFrom
 	}
+	c.localize(el)
 	return nil
+}
+
+// localize tags a stanza with Config.Lang, the language of the gateway's
+// human-readable text: on the stanza itself, so that titles, instructions,
+// questions and summaries inherit it, and on a stanza error's <text/>,
+// which RFC 6120 (8.3.2) wants to carry its own. A language already set is
+// left alone. Prosody and ejabberd route a component stanza's xml:lang as
+// they got it, while the stream header's would not reach the client.
+func (c *Component) localize(el *xmltree.Element) {
+	if c.cfg.Lang == "" {
+		return
+	}
+	if _, ok := el.Lang(); !ok {
+		el.SetLang(c.cfg.Lang)
+	}
+	if el.AttrValue("type") != "error" {
+		return
+	}
+	for _, e := range el.Children {
+		if e.Name.Local != "error" {
+			continue
+		}
+		if t := e.Child(NSStanzas, "text"); t != nil {
+			if _, ok := t.Lang(); !ok {
+				t.SetLang(c.cfg.Lang)
+			}
+		}
+	}
 }
 
 // enqueueWait queues a stanza of our own making (a reply), waiting for room
 // rather than dropping it: every IQ get or set gets exactly one reply, and
 // waiting here pushes back on the reader.
 func (c *Component) enqueueWait(ctx context.Context, el *xmltree.Element) {
+	c.localize(el)
 	select {
 	case c.queue <- outItem{el: el}:
 	case <-ctx.Done():

@@ -49,6 +49,11 @@ type Config struct {
 
 	MaxStanzaBytes int // inbound stanza limit (xmltree MaxBytes); default 2<<20
 
+	// Lang is the xml:lang of the gateway's human-readable XML text (error
+	// texts, form titles and instructions, questions): set on every stanza
+	// sent that has none, and on stanza error <text/>. "" sets nothing.
+	Lang string
+
 	// Clock drives timers and idle detection; default clock.Real.
 	Clock clock.Clock
 }

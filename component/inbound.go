@@ -118,6 +118,7 @@ func (c *Component) rejectOversize(runCtx, connCtx context.Context, start *xml.S
 	c.log.Debug("component: rejected an oversize IQ", "from", from.String())
 	reply := NewIQ("error", id, to, from, nil).Add(ErrResourceConstraint("stanza exceeds the size limit").Element())
 	c.fixFrom(reply)
+	c.localize(reply)
 	select {
 	case c.queue <- outItem{el: reply}:
 	case <-runCtx.Done():

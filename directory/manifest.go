@@ -9,13 +9,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
+	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
 // Manifest limits. They are this deployment's documented limits under the
@@ -76,8 +76,9 @@ func invalid(format string, args ...any) error {
 
 // ParseManifest validates raw as an Agent API manifest and returns it with
 // its RFC 8785 canonical bytes and hash. The checks, in order: the limits
-// above and the I-JSON prerequisites; every string and member name legal in
-// XML 1.0; the normative manifest schema; the application rules (agent.jid a
+// above and the I-JSON prerequisites; no string or member name holding
+// U+FFFE or U+FFFF (the only characters its canonical text cannot carry in
+// XML); the normative manifest schema; the application rules (agent.jid a
 // normalized bare JID with a localpart; version grammar; homepage and
 // avatarUrl absolute lowercase-https URIs without userinfo or fragment and
 // with a host; tool names non-empty, XML-legal, at most MaxToolNameBytes and
@@ -217,15 +218,19 @@ func jsonError(err error) error {
 	return invalid("%s", what)
 }
 
-// checkXMLStrings rejects strings and member names with characters XML 1.0
-// cannot carry: manifests and their fields travel in XML elements and
-// attributes, and a control character or U+FFFE there would break the
-// stream.
+// checkXMLStrings rejects strings and member names that the canonical
+// manifest text cannot carry in XML. The manifest travels only as JSON text
+// (the <json/> of a manifest or schema reply), where RFC 8785 writes control
+// characters as escapes that are legal XML character data ("JSON Payload
+// Encoding" requires exactly that); only U+FFFE and U+FFFF stay raw and are
+// forbidden by XML 1.0, so only they are refused. The XML text copies of
+// manifest fields (disco names, forms, vCards) are sanitized where they are
+// built, in dirxmpp.
 func checkXMLStrings(v any, ptr string, depth int) error {
 	switch x := v.(type) {
 	case string:
-		if !xmlLegal(x) {
-			return invalid("%s: string contains a character not allowed in XML 1.0", pointerOrRoot(ptr))
+		if !ijson.XMLSafe(x) {
+			return invalid("%s: string contains U+FFFE or U+FFFF, which JSON text in XML cannot carry", pointerOrRoot(ptr))
 		}
 	case []any:
 		for i, e := range x {
@@ -235,8 +240,8 @@ func checkXMLStrings(v any, ptr string, depth int) error {
 		}
 	case map[string]any:
 		for k, e := range x {
-			if !xmlLegal(k) {
-				return invalid("%s: member name contains a character not allowed in XML 1.0", pointerOrRoot(ptr))
+			if !ijson.XMLSafe(k) {
+				return invalid("%s: member name contains U+FFFE or U+FFFF, which JSON text in XML cannot carry", pointerOrRoot(ptr))
 			}
 			if err := checkXMLStrings(e, ptr+"/"+safeToken(k), depth+1); err != nil {
 				return err
@@ -264,30 +269,6 @@ func safeToken(k string) string {
 		return k
 	}
 	return "*"
-}
-
-// xmlLegal reports whether s holds only XML 1.0 Char code points.
-func xmlLegal(s string) bool {
-	for _, r := range s {
-		if !xmlChar(r) {
-			return false
-		}
-	}
-	return true
-}
-
-func xmlChar(r rune) bool {
-	switch {
-	case r == 0x9, r == 0xA, r == 0xD:
-		return true
-	case r >= 0x20 && r <= 0xD7FF:
-		return true
-	case r >= 0xE000 && r <= 0xFFFD:
-		return true
-	case r >= 0x10000 && r <= 0x10FFFF:
-		return true
-	}
-	return false
 }
 
 func fillAgent(m *Manifest, a map[string]any) error {
@@ -390,7 +371,7 @@ func uriChar(c byte) bool {
 // non-empty, valid UTF-8, only XML 1.0 characters, at most MaxToolNameBytes.
 // Names are compared code point by code point without normalization.
 func ValidToolName(name string) bool {
-	return name != "" && len(name) <= MaxToolNameBytes && utf8.ValidString(name) && xmlLegal(name)
+	return name != "" && len(name) <= MaxToolNameBytes && xmltree.ValidText(name)
 }
 
 func fillTool(t *Tool, o map[string]any, i int, compileSchemas bool) error {

@@ -199,10 +199,12 @@ func TestRejections(t *testing.T) {
 		{"empty tool name", withTool(`{"name":"","inputSchema":{"type":"object"}}`), false, "/tools/0/name"},
 		{"XML-illegal tool name", withTool(`{"name":"a\u0001b","inputSchema":{"type":"object"}}`), false, "XML"},
 		{"noncharacter in description", minimal("a@b.example", "1", `,"description":"x\uFFFE"`), false, "XML"},
+		{"U+FFFF in a schema member name", withTool(`{"name":"t","inputSchema":{"type":"object","properties":{"a\uffff":{}}}}`), false, "XML"},
+		{"U+FFFF in _meta", withTool(`{"name":"t","inputSchema":{"type":"object"},"_meta":{"k":"\uFFFF"}}`), false, "XML"},
 		{"long tool name", withTool(`{"name":"` + strings.Repeat("n", MaxToolNameBytes+1) + `","inputSchema":{"type":"object"}}`), false, "/tools/0/name"},
 		{"input schema not object root", withTool(`{"name":"t","inputSchema":{"type":"array"}}`), false, "object"},
 		{"input schema draft-07", withTool(`{"name":"t","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}}`), false, "2020-12"},
-		{"output schema bad regex", withTool(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"a":{"pattern":"(?=` + secret + `)"}}}}`), false, "RE2"},
+		{"output schema bad regex", withTool(`{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"a":{"pattern":"(` + secret + `"}}}}`), false, "ECMA-262"},
 		{"annotation not boolean", withTool(`{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":"` + secret + `"}}`), false, "readOnlyHint"},
 		{"unknown tool member", withTool(`{"name":"t","inputSchema":{"type":"object"},"` + secret + `":1}`), false, "does not allow"},
 		{"unknown extension member", withTool(`{"name":"t","inputSchema":{"type":"object"},"urn:xmpp:agent-api:0":{"` + secret + `":true}}`), false, "does not allow"},
@@ -237,6 +239,34 @@ func TestRejections(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestControlCharactersAccepted: control characters are legal in manifest
+// strings and member names, because the manifest travels as JSON text in
+// which RFC 8785 writes them as escapes (legal XML character data). The
+// canonical bytes keep the escapes and the decoded fields the characters.
+func TestControlCharactersAccepted(t *testing.T) {
+	doc := `{"manifestSpecVersion":"0","agent":{"jid":"a@agents.example","name":"a\u0001","title":"T\u001f","description":"d\u0000e","version":"1"},` +
+		`"tools":[{"name":"t","title":"x\u0002","description":"unit\u001fsep","inputSchema":{"type":"object","properties":{"k\u0003":{"description":"\u0004"}}},"_meta":{"m\u0005":"\u0006"}}]}`
+	m, err := ParseManifest([]byte(doc))
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	want := `{"agent":{"description":"d\u0000e","jid":"a@agents.example","name":"a\u0001","title":"T\u001f","version":"1"},"manifestSpecVersion":"0",` +
+		`"tools":[{"_meta":{"m\u0005":"\u0006"},"description":"unit\u001fsep","inputSchema":{"properties":{"k\u0003":{"description":"\u0004"}},"type":"object"},"name":"t","title":"x\u0002"}]}`
+	if string(m.Canonical) != want {
+		t.Fatalf("canonical\n got %s\nwant %s", m.Canonical, want)
+	}
+	if m.Hash != ijson.Hash([]byte(want)) {
+		t.Fatal("hash is not the hash of the canonical bytes")
+	}
+	if m.Agent.Description != "d\x00e" || m.Tools[0].Description != "unit\x1fsep" || m.Agent.Name != "a\x01" {
+		t.Fatalf("decoded fields %q %q %q", m.Agent.Description, m.Tools[0].Description, m.Agent.Name)
+	}
+	// Tool names still travel in XML attributes: they stay XML-legal.
+	if _, err := ParseManifest([]byte(withTool(`{"name":"a\u0001","inputSchema":{"type":"object"}}`))); err == nil {
+		t.Fatal("control character in a tool name accepted")
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/schema"
+	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
 // SemanticLossKey is the tool member that lists what the bridge could not
@@ -187,12 +188,12 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 		}
 	}
 	name := firstNonEmpty(cfg.Name, info.Name, b.local)
-	agent["name"] = bound(xmlSanitize(name), maxAgentName)
+	agent["name"] = bound(ijson.ToXMLSafe(name), maxAgentName)
 	if t := firstNonEmpty(cfg.Title, info.Title); t != "" {
-		agent["title"] = bound(xmlSanitize(t), maxAgentTitle)
+		agent["title"] = bound(ijson.ToXMLSafe(t), maxAgentTitle)
 	}
 	if d := firstNonEmpty(cfg.Description, info.Description); d != "" {
-		agent["description"] = bound(xmlSanitize(d), maxAgentDesc)
+		agent["description"] = bound(ijson.ToXMLSafe(d), maxAgentDesc)
 	}
 	m := map[string]any{
 		"manifestSpecVersion": "0",
@@ -201,8 +202,8 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 	}
 	if info.Name != "" && info.Version != "" {
 		m["implementation"] = map[string]any{
-			"name":    bound(xmlSanitize(info.Name), maxImplField),
-			"version": bound(xmlSanitize(info.Version), maxImplField),
+			"name":    bound(ijson.ToXMLSafe(info.Name), maxImplField),
+			"version": bound(ijson.ToXMLSafe(info.Version), maxImplField),
 		}
 	}
 	if protocolVersionRE.MatchString(st.protocolVersion) {
@@ -308,7 +309,7 @@ func convertTool(raw json.RawMessage, endpointLoss []string) (map[string]any, st
 		return nil, "not an object"
 	}
 	name, ok := src["name"].(string)
-	if !ok || name == "" || !xmlLegal(name) {
+	if !ok || name == "" || !xmltree.ValidText(name) {
 		return nil, "missing or unrepresentable name"
 	}
 	loss := slices.Clone(endpointLoss)
@@ -336,9 +337,11 @@ func convertTool(raw json.RawMessage, endpointLoss []string) (map[string]any, st
 		if k == "description" {
 			max = maxToolDesc
 		}
-		if !xmlLegal(s) {
+		// Control characters travel as JSON escapes; only what the
+		// manifest cannot carry at all (U+FFFE, U+FFFF) is replaced.
+		if !ijson.XMLSafe(s) {
 			loss = append(loss, "tool-"+k+"-sanitized")
-			s = xmlSanitize(s)
+			s = ijson.ToXMLSafe(s)
 		}
 		if b := bound(s, max); b != s {
 			loss = append(loss, "tool-"+k+"-truncated")
@@ -436,31 +439,6 @@ func fitSchema(s map[string]any, input bool) (map[string]any, bool, string) {
 		return nil, false, err.Error()
 	}
 	return s, changed, ""
-}
-
-// xmlLegal reports whether every character of s may appear in XML 1.0.
-func xmlLegal(s string) bool {
-	for _, c := range s {
-		switch {
-		case c == 0x9 || c == 0xA || c == 0xD:
-		case c >= 0x20 && c <= 0xD7FF:
-		case c >= 0xE000 && c <= 0xFFFD:
-		case c >= 0x10000 && c <= 0x10FFFF:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// xmlSanitize replaces the characters XML 1.0 cannot carry.
-func xmlSanitize(s string) string {
-	return strings.Map(func(c rune) rune {
-		if xmlLegal(string(c)) {
-			return c
-		}
-		return '\uFFFD'
-	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 func firstNonEmpty(v ...string) string {

@@ -189,3 +189,42 @@ func TestNewChecksOptions(t *testing.T) {
 		t.Errorf("New: %v %v", b, err)
 	}
 }
+
+// TestToolWithECMA262PatternIsPublished: an MCP tool whose inputSchema
+// uses lookahead and a backreference (ECMA-262, not RE2) is converted and
+// passes the registrar's validation instead of being dropped.
+func TestToolWithECMA262PatternIsPublished(t *testing.T) {
+	raw := `{"name":"set_password","inputSchema":{"type":"object","properties":{` +
+		`"password":{"type":"string","pattern":"^(?=.*[0-9])(?=.*[a-z]).{8,}$"},` +
+		`"quoted":{"type":"string","pattern":"^(['\"]).*\\1$"}},"required":["password"]}}`
+	tool, reason := convertTool(json.RawMessage(raw), nil)
+	if reason != "" {
+		t.Fatalf("tool dropped: %s", reason)
+	}
+	b := &Backend{jid: "pw@agents.example"}
+	if reason := b.checkTool(tool); reason != "" {
+		t.Fatalf("registrar refuses the tool: %s", reason)
+	}
+}
+
+// TestConvertToolTextCharacters: control characters in tool text are kept
+// (the manifest carries them as JSON escapes; only its XML copies are
+// sanitized); U+FFFE and U+FFFF, which no manifest can carry, are replaced
+// and the loss is declared.
+func TestConvertToolTextCharacters(t *testing.T) {
+	tool, reason := convertTool(json.RawMessage(`{"name":"t","title":"a\u001fb","description":"c\uffffd","inputSchema":{"type":"object"}}`), nil)
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	if tool["title"] != "a\u001fb" || tool["description"] != "c\uFFFDd" {
+		t.Fatalf("title %q description %q", tool["title"], tool["description"])
+	}
+	loss, _ := tool[SemanticLossKey].([]any)
+	if !slices.Contains(loss, any("tool-description-sanitized")) || slices.Contains(loss, any("tool-title-sanitized")) {
+		t.Fatalf("semantic loss %v", loss)
+	}
+	b := &Backend{jid: "t@agents.example"}
+	if reason := b.checkTool(tool); reason != "" {
+		t.Fatalf("registrar refuses the tool: %s", reason)
+	}
+}

@@ -171,6 +171,9 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		return refuse(ErrServiceUnavailable, "input schema unusable")
 	}
 	if err := s.Validate(args); err != nil {
+		if validationTimedOut(err) {
+			return refuse(ErrResourceConstraint, "argument validation exceeded its time limit")
+		}
 		return refuse(ErrNotAcceptable, "arguments do not match the input schema")
 	}
 	if backend, ok := e.cfg.Backends(inv.Endpoint); !ok || backend == nil {

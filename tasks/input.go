@@ -97,7 +97,11 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 			result = reject(ErrNotAcceptable, "input request schema unusable")
 			return nil
 		}
-		if s.Validate(value) != nil {
+		if err := s.Validate(value); err != nil {
+			if validationTimedOut(err) {
+				result = reject(ErrResourceConstraint, "input validation exceeded its time limit")
+				return nil
+			}
 			result = reject(ErrNotAcceptable, "input does not match the schema")
 			return nil
 		}

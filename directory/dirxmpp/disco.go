@@ -24,10 +24,13 @@ func infoQuery(node string) *xmltree.Element {
 	return q
 }
 
+// identity builds a disco identity. name is an XML copy of a manifest
+// string, sanitized (U+FFFD) because the manifest may hold characters XML
+// cannot carry; the exact text is in the manifest's JSON.
 func identity(typ, name string) *xmltree.Element {
 	id := xmltree.New(ns.DiscoInfo, "identity", "category", ns.CategoryAutomation)
 	if name != "" {
-		id.SetAttr("name", name)
+		id.SetAttr("name", xmltree.Sanitize(name))
 	}
 	return id.SetAttr("type", typ)
 }
@@ -137,7 +140,7 @@ func (s *service) gatewayItems(_ context.Context, iq component.IQ) (*xmltree.Ele
 		for _, e := range page.Items {
 			it := xmltree.New(ns.DiscoItems, "item", "jid", e.JID)
 			if e.Name != "" {
-				it.SetAttr("name", e.Name)
+				it.SetAttr("name", xmltree.Sanitize(e.Name))
 			}
 			q.Add(it)
 		}
@@ -395,7 +398,7 @@ func (s *service) toolItems(ep, node string, m *directory.Manifest, rq rsm.Query
 		if name == "" {
 			name = t.Name
 		}
-		q.Add(xmltree.New(ns.DiscoItems, "item", "jid", ep, "node", n, "name", name))
+		q.Add(xmltree.New(ns.DiscoItems, "item", "jid", ep, "node", n, "name", xmltree.Sanitize(name)))
 	}
 	return q.Add(rsm.Element(first, last, lo, len(tools))), nil
 }

@@ -98,7 +98,9 @@ func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, 
 
 // vcard answers XEP-0054 requests at an endpoint with the manifest's public
 // profile fields only: display name, description, homepage and avatar URL.
-// The URLs are passed on, never dereferenced.
+// The URLs are passed on, never dereferenced. The texts are sanitized XML
+// copies (U+FFFD for what XML cannot carry); the URLs are ASCII by the
+// manifest rules.
 func (s *service) vcard(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "get" {
 		return nil, errNotAllowed("An agent endpoint's vCard cannot be changed.")
@@ -111,9 +113,9 @@ func (s *service) vcard(_ context.Context, iq component.IQ) (*xmltree.Element, e
 		return nil, component.ErrItemNotFound()
 	}
 	v := xmltree.New(ns.VCard, "vCard")
-	v.Add(xmltree.New(ns.VCard, "FN").WithText(m.DisplayName()))
+	v.Add(xmltree.New(ns.VCard, "FN").WithText(xmltree.Sanitize(m.DisplayName())))
 	if m.Agent.Description != "" {
-		v.Add(xmltree.New(ns.VCard, "DESC").WithText(m.Agent.Description))
+		v.Add(xmltree.New(ns.VCard, "DESC").WithText(xmltree.Sanitize(m.Agent.Description)))
 	}
 	if m.Agent.Homepage != "" {
 		v.Add(xmltree.New(ns.VCard, "URL").WithText(m.Agent.Homepage))

@@ -50,7 +50,7 @@ func (s *service) search(_ context.Context, iq component.IQ) (*xmltree.Element, 
 		q.Add(searchResultForm(items).Element())
 	} else {
 		for _, e := range items {
-			q.Add(xmltree.New(ns.Search, "item", "jid", e.JID).Add(xmltree.New(ns.Search, "nick").WithText(e.Name)))
+			q.Add(xmltree.New(ns.Search, "item", "jid", e.JID).Add(xmltree.New(ns.Search, "nick").WithText(xmltree.Sanitize(e.Name))))
 		}
 	}
 	return q.Add(pageSet(page, countOnly)), nil

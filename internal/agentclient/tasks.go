@@ -41,7 +41,7 @@ func (c *Client) Invoke(ctx context.Context, ep jid.JID, req *InvokeRequest) (*A
 	}
 	el := xmltree.New(ns.Task, "invoke", "api-version", req.Version, "request-id", req.RequestID, "tool", req.Tool)
 	el.Add(xmltree.New(ns.Task, "manifest-hash").Add(xmltree.New(ns.Hashes, "hash", "algo", ns.HashAlgo).WithText(req.ManifestHash)))
-	el.Add(xmltree.New(ns.Task, "arguments", "media-type", ns.MediaJSON).WithText(string(req.Arguments)))
+	el.Add(xmltree.New(ns.Task, "arguments", "media-type", ns.MediaJSON).WithText(xmltree.JSONText(req.Arguments)))
 	if req.Deadline != "" {
 		el.Add(xmltree.New(ns.Task, "deadline").WithText(req.Deadline))
 	}
@@ -135,7 +135,7 @@ func (c *Client) Result(ctx context.Context, ep jid.JID, taskID string) (*TaskRe
 // revision.
 func (c *Client) ProvideInput(ctx context.Context, ep jid.JID, taskID, requestID string, expectedRevision int64, input json.RawMessage) (int64, error) {
 	el := xmltree.New(ns.Task, "provide-input", "expected-revision", strconv.FormatInt(expectedRevision, 10), "request-id", requestID, "task-id", taskID)
-	el.Add(xmltree.New(ns.Task, "input", "media-type", ns.MediaJSON).WithText(string(input)))
+	el.Add(xmltree.New(ns.Task, "input", "media-type", ns.MediaJSON).WithText(xmltree.JSONText(input)))
 	p, err := c.iq(ctx, "set", ep, el)
 	if err != nil {
 		return 0, err

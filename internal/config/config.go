@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -45,7 +46,17 @@ type XMPP struct {
 	PingIntervalSeconds int `toml:"ping_interval_seconds"`
 	// IQTimeoutSeconds bounds every IQ the gateway sends. Default 30.
 	IQTimeoutSeconds int `toml:"iq_timeout_seconds"`
+	// Lang is the xml:lang (a BCP 47 tag) of the human-readable XML text
+	// the gateway sends: error texts, forms, instructions, questions, and,
+	// as deployment policy, the manifest texts copied into disco and
+	// vCards. Default "en", the language of the gateway's own texts.
+	Lang string `toml:"lang"`
 }
+
+// langTag is the BCP 47 language-tag syntax (RFC 5646), loosely: subtags of
+// 1 to 8 letters or digits, the first letters only. xml:lang admits any
+// BCP 47 tag.
+var langTag = regexp.MustCompile(`^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$`)
 
 // Store is the SQLite database.
 type Store struct {
@@ -223,6 +234,9 @@ func (c *Config) applyDefaults() {
 	if c.XMPP.GatewayName == "" {
 		c.XMPP.GatewayName = "agentgw"
 	}
+	if c.XMPP.Lang == "" {
+		c.XMPP.Lang = "en"
+	}
 	if c.Store.Path == "" {
 		c.Store.Path = "agentgw.db"
 	}
@@ -303,6 +317,9 @@ func (c *Config) Validate() error {
 		if k.v < 0 {
 			add("[tasks] %s must be at least 1", k.name)
 		}
+	}
+	if x.Lang != "" && !langTag.MatchString(x.Lang) {
+		add("[xmpp] lang %q is not a BCP 47 language tag (such as \"en\" or \"de-CH\")", x.Lang)
 	}
 	switch c.Log.Format {
 	case "text", "json":

@@ -73,14 +73,18 @@ type Form struct {
 	Items        [][]Field // multi-item results: one slice per row
 }
 
-// Element builds the <x xmlns='jabber:x:data'/> payload.
+// Element builds the <x xmlns='jabber:x:data'/> payload. Titles,
+// instructions, labels and values are XML text copies of data that may hold
+// characters XML cannot carry (a manifest description with a control
+// character, say): those become U+FFFD here, explicitly, rather than by
+// whatever the stream encoder does.
 func (f *Form) Element() *xmltree.Element {
 	x := xmltree.New(ns.Data, "x", "type", f.Type)
 	if f.Title != "" {
-		x.Add(xmltree.New(ns.Data, "title").WithText(f.Title))
+		x.Add(xmltree.New(ns.Data, "title").WithText(xmltree.Sanitize(f.Title)))
 	}
 	for _, in := range f.Instructions {
-		x.Add(xmltree.New(ns.Data, "instructions").WithText(in))
+		x.Add(xmltree.New(ns.Data, "instructions").WithText(xmltree.Sanitize(in)))
 	}
 	if f.FormType != "" {
 		x.Add(fieldElement(Field{Var: FormTypeVar, Type: FieldHidden, Values: []string{f.FormType}}))
@@ -114,10 +118,10 @@ func fieldElement(fl Field) *xmltree.Element {
 		el.SetAttr("var", fl.Var)
 	}
 	if fl.Label != "" {
-		el.SetAttr("label", fl.Label)
+		el.SetAttr("label", xmltree.Sanitize(fl.Label))
 	}
 	for _, v := range fl.Values {
-		el.Add(xmltree.New(ns.Data, "value").WithText(v))
+		el.Add(xmltree.New(ns.Data, "value").WithText(xmltree.Sanitize(v)))
 	}
 	return el
 }

@@ -120,6 +120,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		Logger:       log,
 		PingInterval: cfg.PingInterval(),
 		IQTimeout:    cfg.IQTimeout(),
+		Lang:         cfg.XMPP.Lang,
 	}, g.Router)
 
 	for ep, b := range g.opts.ExtraBackends {

@@ -23,12 +23,13 @@
 //     them would loosen validation: dependencies, additionalItems,
 //     $recursiveRef, $recursiveAnchor, divisibleBy, disallow, extends. They
 //     are rejected.
-//   - Regular expressions run on Go's RE2 engine, which is linear in the
-//     input; a pattern RE2 cannot compile (lookaround, backreferences) is
-//     rejected, and a pattern longer than MaxPatternBytes too. RE2 accepts a
-//     few constructs ECMA-262 does not (\z, (?i), \pL), and its \s and "."
-//     treat a few Unicode line and space characters differently; such
-//     schemas are accepted and evaluated with RE2 semantics.
+//   - Regular expressions are ECMA-262, as JSON Schema says: they run on
+//     github.com/dlclark/regexp2 in ECMAScript mode with the Unicode ("u")
+//     flag, so lookaround and backreferences work. That engine backtracks,
+//     so every match runs under MatchTimeout; a match that exceeds it fails
+//     the whole validation with a ValidationError that wraps ErrTimeout
+//     (keyword "pattern"). A pattern longer than MaxPatternBytes is
+//     rejected, as is one the engine cannot compile.
 //   - Size: a schema document is parsed under Limits; count keywords
 //     (minLength, maxItems, ...) above 2^53 are rejected.
 //
@@ -40,9 +41,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
+	"time"
 
+	"github.com/dlclark/regexp2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
@@ -57,6 +59,12 @@ const Dialect = "https://json-schema.org/draft/2020-12/schema"
 // patternProperties names).
 const MaxPatternBytes = 4096
 
+// MatchTimeout bounds one regular expression match. The engine backtracks,
+// so a catastrophic pattern (such as ^(a+)+$ on "aaaa…!") would otherwise
+// run for an exponential time; regexp2 checks its clock about every 100 ms,
+// so a timed-out match returns within roughly MatchTimeout plus that.
+const MatchTimeout = 100 * time.Millisecond
+
 // Limits bound a schema document given to Compile.
 var Limits = ijson.Limits{
 	MaxBytes:       1 << 20,
@@ -65,6 +73,12 @@ var Limits = ijson.Limits{
 	MaxStringBytes: 64 << 10,
 	MaxValues:      200000,
 }
+
+// ErrTimeout marks a validation that exceeded the validation-time limit
+// (a regular expression match longer than MatchTimeout); test with
+// errors.Is. It is the spec's validation-time limit: resource-constraint
+// on the wire.
+var ErrTimeout = errors.New("schema: validation time limit exceeded")
 
 // ErrTooLarge marks a schema rejected for a size or complexity limit; test
 // with errors.Is.
@@ -193,8 +207,32 @@ func compileRegexp(s string) (jsonschema.Regexp, error) {
 	if len(s) > MaxPatternBytes {
 		return nil, errPatternTooLong
 	}
-	return regexp.Compile(s)
+	re, err := regexp2.Compile(s, regexp2.ECMAScript|regexp2.Unicode)
+	if err != nil {
+		return nil, err
+	}
+	re.MatchTimeout = MatchTimeout
+	return (*ecmaRegexp)(re), nil
 }
+
+// ecmaRegexp adapts regexp2 to the library's Regexp, whose MatchString
+// cannot return an error: a timeout panics with errMatchTimeout, which
+// Validate recovers into a ValidationError. The library recovers nothing,
+// so the panic unwinds straight to Validate.
+type ecmaRegexp regexp2.Regexp
+
+func (re *ecmaRegexp) MatchString(s string) bool {
+	ok, err := (*regexp2.Regexp)(re).MatchString(s)
+	if err != nil {
+		panic(errMatchTimeout)
+	}
+	return ok
+}
+
+func (re *ecmaRegexp) String() string { return (*regexp2.Regexp)(re).String() }
+
+// errMatchTimeout is the panic value of a timed-out match.
+var errMatchTimeout = errors.New("schema: regular expression match timed out")
 
 var errPatternTooLong = errors.New("pattern too long")
 
@@ -225,7 +263,7 @@ func compileError(err error) error {
 		if errors.Is(regex.Err, errPatternTooLong) {
 			return &Error{Pointer: urlPointer(regex.URL), Reason: "regular expression longer than the limit", err: ErrTooLarge}
 		}
-		return &Error{Pointer: urlPointer(regex.URL), Reason: "regular expression not supported by the RE2 engine (no lookaround or backreferences)"}
+		return &Error{Pointer: urlPointer(regex.URL), Reason: "regular expression is not valid ECMA-262"}
 	case errors.As(err, &meta):
 		return metaError(meta.Err)
 	case errors.As(err, &ptrMiss), errors.As(err, &ptrBad):
@@ -260,7 +298,7 @@ func metaError(err error) error {
 		if errors.Is(f.Err, errPatternTooLong) {
 			return &Error{Pointer: ptr, Reason: "regular expression longer than the limit", err: ErrTooLarge}
 		}
-		return &Error{Pointer: ptr, Reason: "regular expression not supported by the RE2 engine (no lookaround or backreferences)"}
+		return &Error{Pointer: ptr, Reason: "regular expression is not valid ECMA-262"}
 	}
 	return &Error{Pointer: ptr, Reason: "schema is not valid against the 2020-12 meta-schema (keyword " + keyword(leaf) + ")"}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgw/agentgw/internal/ijson"
 )
@@ -184,20 +185,95 @@ func TestRegexp(t *testing.T) {
 	if sch.Validate("abc") != nil || sch.Validate("ABC") == nil {
 		t.Fatal("pattern not applied")
 	}
-	e := wantReject(t, `{"type":"string","pattern":"^(?=SECRET)a"}`, "RE2")
+	// Not ECMA-262: an unbalanced group. The error names no pattern.
+	e := wantReject(t, `{"type":"string","pattern":"^(SECRET"}`, "ECMA-262")
 	if strings.Contains(e.Error(), "SECRET") {
 		t.Fatalf("error quotes the pattern: %v", e)
 	}
-	wantReject(t, `{"patternProperties":{"(a)\\1":{}}}`, "RE2")
+	wantReject(t, `{"patternProperties":{"a(":{}}}`, "ECMA-262")
 	long := strings.Repeat("a", MaxPatternBytes+1)
 	_, err := Compile([]byte(`{"pattern":"` + long + `"}`))
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("long pattern: %v, want ErrTooLarge", err)
 	}
-	// Catastrophic-backtracking patterns are linear on RE2.
-	evil := mustCompile(t, `{"type":"string","pattern":"^(a+)+$"}`)
-	if evil.Validate(strings.Repeat("a", 100000)+"!") == nil {
-		t.Fatal("evil pattern matched")
+}
+
+// TestRegexpECMA262 checks constructs RE2 cannot compile and real tool
+// schemas use: lookahead, negative lookahead, backreferences, and \u{…}
+// under the "u" flag.
+func TestRegexpECMA262(t *testing.T) {
+	for _, c := range []struct {
+		schema   string
+		match    []string
+		nonMatch []string
+	}{
+		// A password rule: at least one digit and one letter, 8 or more.
+		{`{"type":"string","pattern":"^(?=.*[0-9])(?=.*[A-Za-z]).{8,}$"}`, []string{"abcdefg1", "1234567x"}, []string{"abcdefgh", "12345678", "a1"}},
+		// Negative lookahead: anything but a reserved prefix.
+		{`{"type":"string","pattern":"^(?!internal\\.)[a-z.]+$"}`, []string{"public.x"}, []string{"internal.x"}},
+		// Backreference: the same quote on both sides.
+		{`{"type":"string","pattern":"^(['\"]).*\\1$"}`, []string{`'a'`, `"b"`}, []string{`'a"`}},
+		// Lookbehind.
+		{`{"type":"string","pattern":"(?<=\\$)[0-9]+"}`, []string{"$12"}, []string{"12"}},
+		// ECMA-262 \d is ASCII only; \u{…} needs the u flag.
+		{`{"type":"string","pattern":"^\\d+\\u{1F600}$"}`, []string{"12\U0001F600"}, []string{"\u0661\U0001F600"}},
+	} {
+		sch := mustCompile(t, c.schema)
+		for _, m := range c.match {
+			if err := sch.Validate(m); err != nil {
+				t.Errorf("%s: %q rejected: %v", c.schema, m, err)
+			}
+		}
+		for _, m := range c.nonMatch {
+			err := sch.Validate(m)
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.TimedOut || len(ve.Failures) != 1 || ve.Failures[0].Keyword != "pattern" {
+				t.Errorf("%s: %q: got %v, want a pattern failure", c.schema, m, err)
+			}
+		}
+	}
+	// patternProperties keys with lookahead.
+	pp := mustCompile(t, `{"type":"object","patternProperties":{"^(?!x-)":{"type":"string"}}}`)
+	if err := pp.Validate(mustParse(t, `{"a":"s","x-b":1}`)); err != nil {
+		t.Errorf("patternProperties: %v", err)
+	}
+	if err := pp.Validate(mustParse(t, `{"a":1}`)); err == nil {
+		t.Error("patternProperties lookahead not applied")
+	}
+}
+
+// TestRegexpCatastrophicTimesOut runs ^(a+)+$, exponential on a
+// backtracking engine, on "aaaa…!". It must stop at the match timeout with
+// a clear error rather than hang; the test bounds itself.
+func TestRegexpCatastrophicTimesOut(t *testing.T) {
+	evil := mustCompile(t, `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}`)
+	if err := evil.Validate(mustParse(t, `{"s":"aaaa"}`)); err != nil {
+		t.Fatalf("short matching input rejected: %v", err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- evil.Validate(map[string]any{"s": strings.Repeat("a", 5000) + "!"}) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("validation still running after 10 s: the match timeout did not fire")
+	}
+	took := time.Since(start)
+	t.Logf("catastrophic pattern stopped after %v: %v", took.Round(time.Millisecond), err)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !ve.TimedOut || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want a ValidationError wrapping ErrTimeout", err)
+	}
+	if len(ve.Failures) != 1 || ve.Failures[0].Keyword != "pattern" {
+		t.Fatalf("failures %+v, want one pattern failure", ve.Failures)
+	}
+	if !strings.Contains(err.Error(), "time limit") {
+		t.Fatalf("error %q does not say what happened", err)
+	}
+	// The schema stays usable after a timeout.
+	if err := evil.Validate(mustParse(t, `{"s":"aa"}`)); err != nil {
+		t.Fatalf("after a timeout: %v", err)
 	}
 }
 

@@ -22,10 +22,19 @@ type Failure struct {
 // message names instance locations and keywords only, never values.
 type ValidationError struct {
 	Failures []Failure // at most MaxFailures
+	// TimedOut reports that a regular expression match exceeded
+	// MatchTimeout: the instance was not fully checked. The error then
+	// wraps ErrTimeout.
+	TimedOut bool
 }
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
+	if e.TimedOut {
+		b.WriteString("validation time limit exceeded: a regular expression match took longer than ")
+		b.WriteString(MatchTimeout.String())
+		return b.String()
+	}
 	b.WriteString("value does not match the schema")
 	for i, f := range e.Failures {
 		if i == 0 {
@@ -45,11 +54,24 @@ func (e *ValidationError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns ErrTimeout for a timed-out validation.
+func (e *ValidationError) Unwrap() error {
+	if e.TimedOut {
+		return ErrTimeout
+	}
+	return nil
+}
+
 // Validate checks v, a value produced by ijson.Parse, against s. It returns
-// nil or a *ValidationError.
+// nil or a *ValidationError; one that wraps ErrTimeout when a regular
+// expression match ran out of time.
 func (s *Schema) Validate(v any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if r == errMatchTimeout {
+				err = &ValidationError{Failures: []Failure{{Keyword: "pattern"}}, TimedOut: true}
+				return
+			}
 			err = &ValidationError{Failures: []Failure{{Keyword: "schema"}}}
 		}
 	}()

@@ -66,6 +66,34 @@ func (e *Element) LookupAttr(local string) (string, bool) {
 	return "", false
 }
 
+// NSXML is the namespace the xml prefix is bound to (xml:lang).
+const NSXML = "http://www.w3.org/XML/1998/namespace"
+
+// Lang returns the element's own xml:lang attribute and whether it has one.
+func (e *Element) Lang() (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	for _, a := range e.Attr {
+		if a.Name.Local == "lang" && (a.Name.Space == NSXML || a.Name.Space == "xml") {
+			return a.Value, true
+		}
+	}
+	return "", false
+}
+
+// SetLang sets xml:lang, replacing an existing one, and returns e.
+func (e *Element) SetLang(lang string) *Element {
+	for i, a := range e.Attr {
+		if a.Name.Local == "lang" && (a.Name.Space == NSXML || a.Name.Space == "xml") {
+			e.Attr[i].Value = lang
+			return e
+		}
+	}
+	e.Attr = append(e.Attr, xml.Attr{Name: xml.Name{Space: NSXML, Local: "lang"}, Value: lang})
+	return e
+}
+
 // SetAttr sets (or replaces) an unqualified attribute. An empty value still
 // sets the attribute.
 func (e *Element) SetAttr(local, value string) *Element {

@@ -169,7 +169,7 @@ func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 		"task-id", taskID,
 		"state", string(res.State),
 		"revision", strconv.FormatInt(res.Revision, 10),
-		"media-type", ns.MediaJSON).WithText(string(res.Payload)), nil
+		"media-type", ns.MediaJSON).WithText(xmltree.JSONText(res.Payload)), nil
 }
 
 // mapError turns engine errors into the spec's stanza errors. The text is
@@ -254,7 +254,7 @@ func StateElement(s *tasks.Snapshot) *xmltree.Element {
 	}
 	el.Add(xmltree.New(ns.Task, "manifest-hash").Add(HashElement(s.ManifestHash)))
 	if len(s.PendingInput) > 0 {
-		el.Add(xmltree.New(ns.Task, "pending-input", "media-type", ns.MediaJSON).WithText(string(s.PendingInput)))
+		el.Add(xmltree.New(ns.Task, "pending-input", "media-type", ns.MediaJSON).WithText(xmltree.JSONText(s.PendingInput)))
 	}
 	return el
 }

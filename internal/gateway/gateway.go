@@ -104,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err != nil {
 		return nil, err
 	}
+	g.Registry.SetDomain(g.domain.String())
 	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
 	if err != nil {
 		return nil, err

@@ -68,6 +68,11 @@ type Tasks struct {
 	DefaultTimeoutSeconds int `toml:"default_timeout_seconds"`
 	// InputTimeoutSeconds is how long an input request waits. Default 600.
 	InputTimeoutSeconds int `toml:"input_timeout_seconds"`
+	// MaxDelegationDepth bounds how deep a chain of calls back through the
+	// gateway may go (an MCP backend that is `agentgw mcp`): a direct call
+	// is depth 0, and an invoke whose delegation depth is above this is
+	// refused with policy-violation. Default 8.
+	MaxDelegationDepth int `toml:"max_delegation_depth"`
 }
 
 // Policy is trusted local policy for tools that declare approval or
@@ -210,6 +215,9 @@ func (c *Config) applyDefaults() {
 	if c.Tasks.InputTimeoutSeconds == 0 {
 		c.Tasks.InputTimeoutSeconds = 600
 	}
+	if c.Tasks.MaxDelegationDepth == 0 {
+		c.Tasks.MaxDelegationDepth = 8
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -266,6 +274,9 @@ func (c *Config) Validate() error {
 				add("%s (endpoint %q): principals entry %q %v", where, ap.Endpoint, e, err)
 			}
 		}
+	}
+	if c.Tasks.MaxDelegationDepth < 0 || c.Tasks.MaxDelegationDepth > 1000 {
+		add("[tasks] max_delegation_depth must be from 1 to 1000")
 	}
 	switch c.Log.Format {
 	case "text", "json":

@@ -106,3 +106,52 @@ env = { BOT_PW = %q }
 		t.Errorf("weather echo ran %d times, want 1 (the refused hop must not reach it)", n)
 	}
 }
+
+// TestAgentgwMCPBackendDoesNotMirrorItself: an `agentgw mcp` backend whose
+// account can see its own endpoint lists that endpoint's tools back to the
+// gateway (as "loop.weather.echo" …). The bridge leaves those mirrors of the
+// endpoint's own tools out, so the manifest holds still instead of gaining
+// one nesting level, and a new version, on every refresh.
+func TestAgentgwMCPBackendDoesNotMirrorItself(t *testing.T) {
+	e := Prepare(t, Options{Agents: []Agent{{Localpart: "weather"}}, Users: []string{"alice", "loopbot"}})
+	s := e.Server
+	e.opts.TOML = dfRates + fmt.Sprintf(`
+[[agents]]
+jid = "loop@%s"
+[agents.mcp]
+command = [%q, "mcp", "--jid", %q, "--password-env", "LOOP_PW", "--server", %q, "--ca-file", %q, "--refresh", "300ms"]
+env = { LOOP_PW = %q }
+`, e.Domain, Binary(t), e.JID("loopbot"), s.C2SAddr, s.CAFile, Password+"loopbot")
+	e.writeConfig()
+	e.StartGateway()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := e.Dial("alice")
+	loop := e.Endpoint("loop")
+	WaitFor(t, 60*time.Second, "loop mirrors weather", func() bool {
+		_, err := c.Pin(ctx, loop, "weather.echo")
+		return err == nil
+	})
+	// The front has listed loop's own tools back at least once: the bridge
+	// left them out, or (the bug) loop now mirrors itself.
+	WaitFor(t, 60*time.Second, "loop's own tools to come back through the front", func() bool {
+		if strings.Contains(e.Log.String(), "an agentgw mcp mirror of this endpoint's own tool") {
+			return true
+		}
+		_, err := c.Pin(ctx, loop, "loop.weather.echo")
+		return err == nil
+	})
+	p, err := c.Pin(ctx, loop, "weather.echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range p.Manifest.Doc.Tools {
+		if strings.HasPrefix(tool.Name, "loop.") {
+			t.Errorf("loop mirrors its own tool %q", tool.Name)
+		}
+	}
+	if n := strings.Count(e.Log.String(), `msg="published MCP manifest" endpoint=loop@`); n > 2 {
+		t.Errorf("loop's manifest was published %d times, want at most 2 (empty, then with weather's tools)", n)
+	}
+}

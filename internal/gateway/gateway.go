@@ -150,20 +150,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	starts := &startTimes{}
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
 	g.Engine, err = tasks.New(tasks.Config{
-		Store:              g.DB,
-		Directory:          g.Registry,
-		Policy:             g.Policy,
-		Backends:           g.backend,
-		Notifier:           observedNotifier{next: notifier, m: g.Metrics, starts: starts},
-		Clock:              g.opts.Clock,
-		Log:                log,
-		ReplayWindow:       time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,
-		Retention:          time.Duration(cfg.Tasks.RetentionSeconds) * time.Second,
-		DefaultTimeout:     time.Duration(cfg.Tasks.DefaultTimeoutSeconds) * time.Second,
-		InputTimeout:       time.Duration(cfg.Tasks.InputTimeoutSeconds) * time.Second,
-		MaxActive:          cfg.Tasks.MaxActive,
+		Store:          g.DB,
+		Directory:      g.Registry,
+		Policy:         g.Policy,
+		Backends:       g.backend,
+		Notifier:       observedNotifier{next: notifier, m: g.Metrics, starts: starts},
+		Clock:          g.opts.Clock,
+		Log:            log,
+		ReplayWindow:   time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,
+		Retention:      time.Duration(cfg.Tasks.RetentionSeconds) * time.Second,
+		DefaultTimeout: time.Duration(cfg.Tasks.DefaultTimeoutSeconds) * time.Second,
+		InputTimeout:   time.Duration(cfg.Tasks.InputTimeoutSeconds) * time.Second,
+		MaxActive:      cfg.Tasks.MaxActive,
+		Approvals:      approvals,
+
 		MaxDelegationDepth: cfg.Tasks.MaxDelegationDepth,
-		Approvals:          approvals,
 	})
 	if err != nil {
 		return nil, err

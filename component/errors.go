@@ -28,6 +28,7 @@ const (
 	CondItemNotFound        = "item-not-found"
 	CondNotAcceptable       = "not-acceptable"
 	CondNotAllowed          = "not-allowed"
+	CondPolicyViolation     = "policy-violation"
 	CondResourceConstraint  = "resource-constraint"
 	CondServiceUnavailable  = "service-unavailable"
 	CondUnexpectedRequest   = "unexpected-request"
@@ -73,6 +74,13 @@ func ErrBadRequest(text string) *StanzaError {
 }
 func ErrConflict(text string) *StanzaError {
 	return &StanzaError{Type: ErrTypeCancel, Condition: CondConflict, Text: text}
+}
+
+// ErrPolicyViolation is RFC 6120's policy-violation: the request broke a
+// local service policy (a delegation depth beyond the gateway's bound).
+// Retrying the same request cannot succeed.
+func ErrPolicyViolation(text string) *StanzaError {
+	return &StanzaError{Type: ErrTypeModify, Condition: CondPolicyViolation, Text: text}
 }
 func ErrForbidden(text string) *StanzaError {
 	return &StanzaError{Type: ErrTypeAuth, Condition: CondForbidden, Text: text}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,8 @@ type Registry struct {
 	loadMu  sync.Mutex // serializes snapshot rebuilds
 
 	rc atomic.Pointer[refChecker]
+
+	domain atomic.Pointer[string] // hosted domain; nil accepts any
 
 	cbMu      sync.Mutex
 	callbacks []func()
@@ -64,6 +67,14 @@ func NewRegistry(ctx context.Context, db *store.DB, log *slog.Logger) (*Registry
 		return nil, err
 	}
 	return r, nil
+}
+
+// SetDomain restricts Register to endpoints below domain (the component
+// domain): the server routes only that domain to the gateway, so an
+// endpoint elsewhere would be listed with nobody answering for it.
+func (r *Registry) SetDomain(domain string) {
+	d := strings.ToLower(domain)
+	r.domain.Store(&d)
 }
 
 // SetReferenceChecker installs the task engine's view of retained tasks.
@@ -291,13 +302,19 @@ func (r *Registry) Generation() int64 { return r.snap.Load().gen }
 // Admin.
 
 // Register validates raw (ParseManifest) and stores it as an immutable
-// version. Identical content is idempotent; different content under an
+// version. After SetDomain, an agent.jid outside that domain is
+// ErrForeignDomain. Identical content is idempotent; different content under an
 // existing or tombstoned version is ErrConflict. Registration does not
 // activate.
 func (r *Registry) Register(ctx context.Context, raw []byte) (*Manifest, error) {
 	m, err := ParseManifest(raw)
 	if err != nil {
 		return nil, err
+	}
+	if d := r.domain.Load(); d != nil {
+		if i := strings.LastIndexByte(m.Endpoint, '@'); i < 0 || m.Endpoint[i+1:] != *d {
+			return nil, fmt.Errorf("%w: %s is not below %s", ErrForeignDomain, m.Endpoint, *d)
+		}
 	}
 	err = r.write(ctx, m, func() (bool, error) {
 		return r.store.Register(ctx, m.Endpoint, m.Version, m.Hash, m.Canonical)

@@ -137,6 +137,9 @@ var (
 	ErrReferenced   = errors.New("directory: retained tasks reference the version")
 	ErrTooLarge     = errors.New("directory: manifest exceeds a size or complexity limit")
 	ErrBadEndpoint  = errors.New("directory: invalid endpoint identifier")
+	// ErrForeignDomain: the manifest's agent.jid is outside the domain the
+	// gateway answers for, so nobody would answer the listed endpoint.
+	ErrForeignDomain = errors.New("directory: agent.jid is outside the gateway's domain")
 )
 
 // ValidationError reports why a manifest or schema was rejected. Reason is

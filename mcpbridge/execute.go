@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -115,7 +116,9 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		args = map[string]any{}
 	}
 	res, err := s.cs.CallTool(st.ctx, &mcp.CallToolParams{
-		Meta:      mcp.Meta{"progressToken": st.token},
+		// The depth calls made while serving this one will have; an
+		// `agentgw mcp` server passes it on to the gateway it invokes.
+		Meta:      mcp.Meta{"progressToken": st.token, ns.MetaDelegationDepth: call.DelegationDepth + 1},
 		Name:      call.Tool,
 		Arguments: args,
 	})

@@ -135,6 +135,31 @@ func (b *Backend) listTools(ctx context.Context, s *session) ([]json.RawMessage,
 	}
 }
 
+// frontToolMeta is front.MetaTool: the _meta key with which `agentgw mcp`
+// names the XMPP endpoint behind each MCP tool it serves.
+const frontToolMeta = "agentgw/xmpp"
+
+// mirrorsOwnTool reports whether an MCP tool is `agentgw mcp`'s mirror of a
+// tool of endpoint itself: a front that can see the endpoint it backs would
+// otherwise have the endpoint mirror its own tools one level deeper on
+// every refresh, each time as a new manifest version.
+func mirrorsOwnTool(raw json.RawMessage, endpoint string) bool {
+	var t struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &t) != nil || t.Meta[frontToolMeta] == nil {
+		return false
+	}
+	var m struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if json.Unmarshal(t.Meta[frontToolMeta], &m) != nil {
+		return false
+	}
+	ep, _, err := bareJID(m.Endpoint)
+	return err == nil && ep == endpoint
+}
+
 // assemble builds the canonical manifest from the server state and the raw
 // tools. The version is the configured one or derived from the content.
 func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, error) {
@@ -147,6 +172,10 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 		if len(tools) == maxTools {
 			out.dropped = append(out.dropped, fmt.Sprintf("tools beyond %d", maxTools))
 			break
+		}
+		if mirrorsOwnTool(raw, b.Endpoint()) {
+			out.dropped = append(out.dropped, fmt.Sprintf("tool #%d: an agentgw mcp mirror of this endpoint's own tool", i+1))
+			continue
 		}
 		t, reason := convertTool(raw, endpointLoss)
 		if reason == "" {

@@ -53,15 +53,33 @@ if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.
 	exit 1
 fi
 
+# node_modules is current when every package of the lock file is installed
+# at its locked version (optional, platform-specific ones may be absent).
+# The check reads the installed tree, not modification times: a fresh git
+# checkout makes package-lock.json newer than any node_modules.
+node_modules_current() {
+	[ -d node_modules ] || return 1
+	node -e '
+		const fs = require("fs");
+		const lock = JSON.parse(fs.readFileSync("package-lock.json", "utf8")).packages || {};
+		for (const [path, p] of Object.entries(lock)) {
+			if (path === "" || p.link) continue;
+			let v;
+			try { v = JSON.parse(fs.readFileSync(path + "/package.json", "utf8")).version; } catch { v = undefined; }
+			if (v !== p.version && !(v === undefined && p.optional)) process.exit(1);
+		}'
+}
+
 if [ -f package-lock.json ]; then
-	# npm ci when node_modules is missing or older than the lock file.
-	if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ] ||
-		[ ! -f node_modules/.package-lock.json ]; then
+	if node_modules_current; then
+		echo "install-deps: node_modules up to date"
+	elif [ -L node_modules ]; then
+		# npm ci would empty the link's target, which other checkouts
+		# share, and replace the link: leave it to its owner.
+		echo "install-deps: node_modules is a link to $(readlink node_modules) and does not match package-lock.json; not reinstalling through it (run npm ci there)" >&2
+	else
 		echo "install-deps: npm ci"
 		npm ci --no-audit --no-fund --loglevel=error
-		touch node_modules
-	else
-		echo "install-deps: node_modules up to date"
 	fi
 elif [ -f package.json ]; then
 	echo "install-deps: no package-lock.json; npm install"

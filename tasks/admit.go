@@ -35,6 +35,10 @@ type Invocation struct {
 	// Extensions are security-relevant invoke extensions; they enter the
 	// replay fingerprint. nil is fine.
 	Extensions map[string]string
+	// DelegationDepth is how many gateway hops the invocation is below a
+	// direct call (0: a direct call). It can only make admission fail, so
+	// an unverified claim is safe to honour; it also enters Extensions.
+	DelegationDepth int
 }
 
 // Accepted is the durable admission returned as <accepted/>.
@@ -159,6 +163,9 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		}
 		return Accepted{}, reject(cond, reason)
 	}
+	if max := e.cfg.MaxDelegationDepth; max > 0 && inv.DelegationDepth > max {
+		return refuse(ErrDelegationDepth, "delegation depth "+strconv.Itoa(inv.DelegationDepth)+" exceeds the bound "+strconv.Itoa(max))
+	}
 	active, ok := dir.Active(inv.Endpoint)
 	if !ok || active.Version != m.Version {
 		return refuse(ErrConflict, "api-version is not the active version")
@@ -242,6 +249,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
 			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
 			State: taskdb.Accepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
+			DelegationDepth: inv.DelegationDepth,
 		}
 		inserted, err := b.tx.InsertTask(t)
 		if err != nil {

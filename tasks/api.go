@@ -44,6 +44,11 @@ type Call struct {
 	ManifestHash string
 	Arguments    json.RawMessage // RFC 8785 canonical, validated against the input schema
 	Deadline     time.Time       // zero when the invoke carried none
+	// DelegationDepth is the task's depth below a direct call (0: invoked
+	// directly). A backend that can carry it to the tool passes
+	// DelegationDepth+1 on, so that calls the tool makes back through a
+	// gateway are counted (mcpbridge: _meta ns.MetaDelegationDepth).
+	DelegationDepth int
 }
 
 // ToolResult is an MCP CallToolResult, kept whole. Content is the JSON

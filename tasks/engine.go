@@ -68,6 +68,9 @@ type Config struct {
 	DefaultTimeout time.Duration // deadline when neither invoke nor tool set one; default 1h
 	InputTimeout   time.Duration // expiry of input requests that carry none; default 1h
 	MaxActive      int           // non-terminal tasks at once; default 1000
+	// MaxDelegationDepth bounds Invocation.DelegationDepth (Business Rules:
+	// a gateway MUST bound delegation depth); default DefaultMaxDelegationDepth.
+	MaxDelegationDepth int
 
 	MaxArgumentBytes int           // invoke arguments and input values; default 1 MiB
 	MaxResultBytes   int           // canonical completed payload; default 1 MiB
@@ -102,6 +105,11 @@ type Config struct {
 	RunningLimit         func(endpoint string) int
 }
 
+// DefaultMaxDelegationDepth is the default bound on an invocation's
+// delegation depth: a direct call is 0, a call a tool makes back through a
+// gateway while serving it is 1, and so on.
+const DefaultMaxDelegationDepth = 8
+
 func (c *Config) defaults() {
 	if c.ReplayWindow <= 0 {
 		c.ReplayWindow = 24 * time.Hour
@@ -117,6 +125,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxActive <= 0 {
 		c.MaxActive = 1000
+	}
+	if c.MaxDelegationDepth <= 0 {
+		c.MaxDelegationDepth = DefaultMaxDelegationDepth
 	}
 	if c.MaxArgumentBytes <= 0 {
 		c.MaxArgumentBytes = 1 << 20

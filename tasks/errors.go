@@ -27,6 +27,9 @@ var (
 	// ErrResourceConstraint: task capacity or a caller's or remote
 	// domain's quota exhausted, or a JSON limit exceeded.
 	ErrResourceConstraint = errors.New("tasks: resource constraint")
+	// ErrDelegationDepth: the invocation's delegation depth exceeds the
+	// gateway's bound (Config.MaxDelegationDepth).
+	ErrDelegationDepth = errors.New("tasks: delegation depth exceeds the bound")
 	// ErrUnexpectedRequest: a result request for a non-terminal task.
 	ErrUnexpectedRequest = errors.New("tasks: unexpected request")
 	// ErrServiceUnavailable: no backend for the endpoint, an optional

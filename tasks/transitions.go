@@ -203,6 +203,7 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 	call := Call{
 		TaskID: t.ID, Caller: t.Caller, Endpoint: t.Endpoint, Tool: t.Tool, Version: t.APIVersion,
 		ManifestHash: t.ManifestHash, Arguments: append([]byte(nil), t.Arguments...),
+		DelegationDepth: t.DelegationDepth,
 	}
 	if t.Deadline != "" {
 		call.Deadline = t.DeadlineAt

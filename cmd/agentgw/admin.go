@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/agentgw/agentgw/directory"
@@ -72,6 +73,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	reg.SetDomain(cfg.XMPP.ComponentDomain)
 	// Retained tasks in the store pin their versions whether or not a
 	// gateway is running; without this, removal would ignore them.
 	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
@@ -148,6 +150,8 @@ func adminError(err error) error {
 		return exitError{code: 1, msg: "the version is active; activate another version or deactivate the endpoint first"}
 	case errors.Is(err, directory.ErrReferenced):
 		return exitError{code: 1, msg: "retained tasks still reference this version; it can be removed once their retention ends"}
+	case errors.Is(err, directory.ErrForeignDomain):
+		return exitError{code: 1, msg: strings.TrimPrefix(err.Error(), "directory: ") + ": the XMPP server routes only the component domain to this gateway, so nobody would answer for that endpoint"}
 	case errors.Is(err, directory.ErrTooLarge):
 		return exitError{code: 1, msg: err.Error()}
 	}

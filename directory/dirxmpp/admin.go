@@ -32,7 +32,8 @@ type admin struct{ s *service }
 // Directory errors map to the spec's table: malformed JSON is bad-request,
 // failed validation not-acceptable, a size or complexity limit
 // resource-constraint, different content or a wrong hash conflict, and an
-// unknown endpoint or version item-not-found. Removing an active or
+// unknown endpoint or version item-not-found; an agent.jid outside the
+// component domain is forbidden (registration for another JID). Removing an active or
 // still-referenced version is conflict (the state conflicts with the
 // request). Error texts are fixed sentences; the manifest is never
 // reflected.
@@ -159,6 +160,9 @@ func (a *admin) mapErr(op string, err error) error {
 		return component.ErrConflict("The version is active; deactivate or activate another version first.")
 	case errors.Is(err, directory.ErrReferenced):
 		return component.ErrConflict("Retained tasks still reference the version.")
+	case errors.Is(err, directory.ErrForeignDomain):
+		// The spec's error for registration for another JID.
+		return component.ErrForbidden("The manifest's agent.jid is outside the domain this gateway answers for.")
 	case errors.Is(err, directory.ErrBadEndpoint):
 		return component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
 	case errors.Is(err, directory.ErrNotFound):

@@ -23,6 +23,9 @@ type InvokeRequest struct {
 	ManifestHash string
 	Arguments    json.RawMessage
 	Deadline     string // XEP-0082, optional
+	// DelegationDepth, when above 0, is sent as agentgw's delegation
+	// extension; only for targets that advertise ns.Delegation.
+	DelegationDepth int
 }
 
 // Accepted is the target's durable acceptance.
@@ -44,6 +47,9 @@ func (c *Client) Invoke(ctx context.Context, ep jid.JID, req *InvokeRequest) (*A
 	el.Add(xmltree.New(ns.Task, "arguments", "media-type", ns.MediaJSON).WithText(xmltree.JSONText(req.Arguments)))
 	if req.Deadline != "" {
 		el.Add(xmltree.New(ns.Task, "deadline").WithText(req.Deadline))
+	}
+	if req.DelegationDepth > 0 {
+		el.Add(xmltree.New(ns.Delegation, "delegation", "depth", strconv.Itoa(req.DelegationDepth)))
 	}
 	var lastErr error
 	for attempt := 0; attempt <= c.Retries; attempt++ {

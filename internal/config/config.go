@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -100,6 +101,11 @@ type Tasks struct {
 	// agent's backend; further invokes are admitted and wait accepted
 	// until a slot frees. [[agents]] max_running overrides it. Default 64.
 	MaxRunningPerBackend int `toml:"max_running_per_backend"`
+	// MaxDelegationDepth bounds how deep a chain of calls back through the
+	// gateway may go (an MCP backend that is `agentgw mcp`): a direct call
+	// is depth 0, and an invoke whose delegation depth is above this is
+	// refused with policy-violation. Default 8.
+	MaxDelegationDepth int `toml:"max_delegation_depth"`
 }
 
 // Policy is trusted local policy for tools that declare approval or
@@ -270,6 +276,9 @@ func (c *Config) applyDefaults() {
 	if c.Tasks.MaxRunningPerBackend == 0 {
 		c.Tasks.MaxRunningPerBackend = 64
 	}
+	if c.Tasks.MaxDelegationDepth == 0 {
+		c.Tasks.MaxDelegationDepth = 8
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -300,8 +309,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, a := range x.Admins {
-		if j, err := jid.Parse(a); err != nil || j.Resourcepart() != "" {
-			add("[xmpp] admins entry %q is not a bare JID", a)
+		// A domain here would name no one (admins are matched by bare JID)
+		// and a resource would be dropped: both are typos, refused.
+		if j, err := jid.Parse(a); err != nil || j.Localpart() == "" || j.Resourcepart() != "" {
+			add("[xmpp] admins entry %q is not a bare JID localpart@domain", a)
 		}
 	}
 	for _, k := range []struct {
@@ -321,6 +332,30 @@ func (c *Config) Validate() error {
 	if x.Lang != "" && !langTag.MatchString(x.Lang) {
 		add("[xmpp] lang %q is not a BCP 47 language tag (such as \"en\" or \"de-CH\")", x.Lang)
 	}
+	for _, perm := range sortedKeys(c.Policy.Permissions) {
+		for _, e := range c.Policy.Permissions[perm] {
+			if _, err := ParsePrincipal(e); err != nil {
+				add("[policy.permissions] %q: entry %q %v", perm, e, err)
+			}
+		}
+	}
+	for i, ap := range c.Policy.Approvals {
+		where := fmt.Sprintf("[[policy.approvals]] #%d", i+1)
+		if j, err := jid.Parse(ap.Endpoint); err != nil || j.Localpart() == "" || j.Resourcepart() != "" {
+			add("%s: endpoint %q is not a bare JID localpart@domain", where, ap.Endpoint)
+		}
+		if ap.Tool == "" {
+			add("%s: tool is required", where)
+		}
+		for _, e := range ap.Principals {
+			if _, err := ParsePrincipal(e); err != nil {
+				add("%s (endpoint %q): principals entry %q %v", where, ap.Endpoint, e, err)
+			}
+		}
+	}
+	if c.Tasks.MaxDelegationDepth < 0 || c.Tasks.MaxDelegationDepth > 1000 {
+		add("[tasks] max_delegation_depth must be from 1 to 1000")
+	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
@@ -338,6 +373,19 @@ func (c *Config) Validate() error {
 			add("%s: jid %q is not below component_domain %q", where, a.JID, x.ComponentDomain)
 		}
 		bare := j.Bare().String()
+		// visible_to and invocable_by fail open when empty (all local
+		// principals), so an entry that is not a principal must stop the
+		// config rather than be dropped.
+		for _, l := range [...]struct {
+			key     string
+			entries []string
+		}{{"visible_to", a.VisibleTo}, {"invocable_by", a.InvocableBy}} {
+			for _, e := range l.entries {
+				if _, err := ParsePrincipal(e); err != nil {
+					add("%s (jid %q): %s entry %q %v", where, a.JID, l.key, e, err)
+				}
+			}
+		}
 		if seen[bare] {
 			add("%s: jid %q is declared twice", where, a.JID)
 		}
@@ -374,6 +422,46 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParsePrincipal parses one entry of a principal list (visible_to,
+// invocable_by, [policy] principals): a bare JID or a domain. It returns the
+// entry in the normalized form requesters are compared in.
+func ParsePrincipal(s string) (string, error) {
+	if strings.Contains(s, "*") {
+		return "", errors.New("is not a bare JID or a domain: wildcards are not supported (a domain entry covers every principal of that domain)")
+	}
+	j, err := jid.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("is not a bare JID or a domain: %v", err)
+	}
+	if j.Resourcepart() != "" {
+		return "", errors.New("is not a bare JID or a domain: it has a resource part")
+	}
+	return j.String(), nil
+}
+
+// ParsePrincipals parses a whole principal list; it fails on the first
+// entry that is not a principal instead of dropping it.
+func ParsePrincipals(list []string) ([]string, error) {
+	out := make([]string, len(list))
+	for i, s := range list {
+		p, err := ParsePrincipal(s)
+		if err != nil {
+			return nil, fmt.Errorf("entry %q %w", s, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Path resolves p against the config file's directory.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,5 +132,68 @@ input_burst = 9000
 	}
 	if _, err := Load(write(t, valid+"\n[federation.local]\ninput_brust = 1\n")); err == nil || !strings.Contains(err.Error(), "federation.local.input_brust") {
 		t.Fatalf("misspelt local key: %v", err)
+	}
+}
+
+// TestPrincipalListsRefuseBadEntries: an entry of visible_to, invocable_by
+// or a [policy] list that is not a principal stops the config, naming the
+// agent (or policy entry) and the entry. Dropping it instead would empty a
+// restriction list, and an empty list means "all local principals".
+func TestPrincipalListsRefuseBadEntries(t *testing.T) {
+	const agent = `
+[[agents]]
+jid = "secret@agents.example.test"
+manifest = "secret.json"
+`
+	bad := []struct{ name, entry, why string }{
+		{"trailing space", "ops@example.test ", "disallowed rune U+0020"},
+		{"wildcard", "*.example.test", "wildcards are not supported"},
+		{"resource", "ops@example.test/phone", "has a resource part"},
+		{"empty", "", "is not a bare JID or a domain"},
+		{"no localpart", "@example.test", "is not a bare JID or a domain"},
+	}
+	for _, b := range bad {
+		for _, shape := range []struct{ name, toml, want string }{
+			{"visible_to", agent + "visible_to = [\"alice@example.test\", %q]\n",
+				`[[agents]] #4 (jid "secret@agents.example.test"): visible_to entry %q`},
+			{"invocable_by", agent + "invocable_by = [%q]\n",
+				`[[agents]] #4 (jid "secret@agents.example.test"): invocable_by entry %q`},
+			{"permissions", "[policy.permissions]\n\"payments.write\" = [%q]\n",
+				`[policy.permissions] "payments.write": entry %q`},
+			{"approvals", "[[policy.approvals]]\nendpoint = \"secret@agents.example.test\"\ntool = \"pay\"\nprincipals = [%q]\n",
+				`[[policy.approvals]] #1 (endpoint "secret@agents.example.test"): principals entry %q`},
+		} {
+			t.Run(shape.name+"/"+b.name, func(t *testing.T) {
+				_, err := Load(write(t, valid+fmt.Sprintf(shape.toml, b.entry)))
+				want := fmt.Sprintf(shape.want, b.entry)
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), b.why) {
+					t.Fatalf("error = %v\nwant it to contain %q and %q", err, want, b.why)
+				}
+			})
+		}
+	}
+	for _, c := range []struct{ name, toml, want string }{
+		{"admin domain", strings.Replace(valid, `admins = ["admin@example.test"]`, `admins = ["example.test"]`, 1),
+			`[xmpp] admins entry "example.test" is not a bare JID localpart@domain`},
+		{"approval endpoint", valid + "[[policy.approvals]]\nendpoint = \"agents.example.test\"\ntool = \"pay\"\nprincipals = [\"alice@example.test\"]\n",
+			`[[policy.approvals]] #1: endpoint "agents.example.test" is not a bare JID localpart@domain`},
+		{"approval tool", valid + "[[policy.approvals]]\nendpoint = \"secret@agents.example.test\"\nprincipals = [\"alice@example.test\"]\n",
+			`[[policy.approvals]] #1: tool is required`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(write(t, c.toml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+	// Well-formed entries in any letter case are accepted and normalize.
+	c, err := Load(write(t, valid+agent+"visible_to = [\"Alice@Example.TEST\", \"Example.TEST\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParsePrincipals(c.Agents[3].VisibleTo)
+	if err != nil || strings.Join(got, " ") != "alice@example.test example.test" {
+		t.Fatalf("normalized = %q, %v", got, err)
 	}
 }

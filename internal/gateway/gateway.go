@@ -104,11 +104,24 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err != nil {
 		return nil, err
 	}
+	g.Registry.SetDomain(g.domain.String())
 	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
 	if err != nil {
 		return nil, err
 	}
-	g.Policy = federation.New(cfg.XMPP.LocalDomains, normalizeAll(cfg.XMPP.Admins), endpointRules(cfg))
+	admins, err := config.ParsePrincipals(cfg.XMPP.Admins)
+	if err != nil {
+		return nil, fmt.Errorf("[xmpp] admins: %w", err)
+	}
+	localDomains, err := config.ParsePrincipals(cfg.XMPP.LocalDomains)
+	if err != nil {
+		return nil, fmt.Errorf("[xmpp] local_domains: %w", err)
+	}
+	rules, err := endpointRules(cfg)
+	if err != nil {
+		return nil, err
+	}
+	g.Policy = federation.New(localDomains, admins, rules)
 	g.Policy.SetGrants(g.Grants)
 	g.Limiter = federation.NewLimiter(rates(cfg.Federation.Rates), rates(cfg.Federation.Local), cfg.Federation.DomainMultiplier, g.Policy.IsLocal)
 
@@ -130,6 +143,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, err
 	}
 
+	approvals, err := newApprovals(cfg)
+	if err != nil {
+		return nil, err
+	}
 	g.Metrics = metrics.New()
 	starts := &startTimes{}
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
@@ -155,7 +172,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		IsLocal:               g.Policy.IsLocal,
 		MaxRunningPerBackend:  cfg.Tasks.MaxRunningPerBackend,
 		RunningLimit:          runningLimits(cfg),
-		Approvals:             newApprovals(cfg),
+		Approvals:             approvals,
+		MaxDelegationDepth:    cfg.Tasks.MaxDelegationDepth,
 	})
 	if err != nil {
 		return nil, err
@@ -209,7 +227,8 @@ func (g *Gateway) taskFeatures(endpoint string) []string {
 		return nil
 	}
 	f := b.Features()
-	out := []string{ns.Task}
+	// Every endpoint's invoke accepts the delegation-depth extension.
+	out := []string{ns.Task, ns.Delegation}
 	if f.Progress {
 		out = append(out, ns.TaskProgress)
 	}
@@ -304,17 +323,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 // Close releases the store. Call it after Run returns.
 func (g *Gateway) Close() error { return g.DB.Close() }
 
-func normalizeAll(in []string) []string {
-	out := make([]string, 0, len(in))
-	for _, s := range in {
-		if j, err := jid.Parse(s); err == nil {
-			out = append(out, j.Bare().String())
-		}
-	}
-	return out
-}
-
-func endpointRules(cfg *config.Config) map[string]federation.EndpointRule {
+// endpointRules builds the visible_to / invocable_by restrictions. An entry
+// that is not a principal is an error, never dropped: an emptied list would
+// mean "all local principals" (config.Validate refuses such files first).
+func endpointRules(cfg *config.Config) (map[string]federation.EndpointRule, error) {
 	rules := map[string]federation.EndpointRule{}
 	for _, a := range cfg.Agents {
 		if len(a.VisibleTo) == 0 && len(a.InvocableBy) == 0 {
@@ -322,11 +334,19 @@ func endpointRules(cfg *config.Config) map[string]federation.EndpointRule {
 		}
 		j, err := jid.Parse(a.JID)
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("agent %q: %w", a.JID, err)
 		}
-		rules[j.Bare().String()] = federation.EndpointRule{VisibleTo: normalizeAll(a.VisibleTo), InvocableBy: normalizeAll(a.InvocableBy)}
+		vis, err := config.ParsePrincipals(a.VisibleTo)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: visible_to %w", a.JID, err)
+		}
+		inv, err := config.ParsePrincipals(a.InvocableBy)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: invocable_by %w", a.JID, err)
+		}
+		rules[j.Bare().String()] = federation.EndpointRule{VisibleTo: vis, InvocableBy: inv}
 	}
-	return rules
+	return rules, nil
 }
 
 func rates(f config.Rates) map[federation.Op]federation.Rate {

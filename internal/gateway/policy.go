@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/federation"
@@ -15,14 +17,37 @@ type approvals struct {
 	approvals []config.Approval
 }
 
-func newApprovals(cfg *config.Config) *approvals {
-	return &approvals{perms: cfg.Policy.Permissions, approvals: cfg.Policy.Approvals}
+// newApprovals normalizes the [policy] principals and endpoints once, so
+// that a domain entry in any letter case matches; config.Validate has
+// refused entries that are not principals, and one that still slipped
+// through here is an error rather than a silently unmatched string.
+func newApprovals(cfg *config.Config) (*approvals, error) {
+	a := &approvals{perms: map[string][]string{}}
+	for perm, list := range cfg.Policy.Permissions {
+		l, err := config.ParsePrincipals(list)
+		if err != nil {
+			return nil, fmt.Errorf("[policy.permissions] %q: %w", perm, err)
+		}
+		a.perms[perm] = l
+	}
+	for _, ap := range cfg.Policy.Approvals {
+		ep, err := jid.Parse(ap.Endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("[[policy.approvals]] endpoint %q: %w", ap.Endpoint, err)
+		}
+		l, err := config.ParsePrincipals(ap.Principals)
+		if err != nil {
+			return nil, fmt.Errorf("[[policy.approvals]] endpoint %s principals: %w", ap.Endpoint, err)
+		}
+		a.approvals = append(a.approvals, config.Approval{Endpoint: ep.Bare().String(), Tool: ap.Tool, Principals: l})
+	}
+	return a, nil
 }
 
 // Approved reports whether the operator approved the tool for principal.
 func (a *approvals) Approved(principal, endpoint, tool string) bool {
 	for _, ap := range a.approvals {
-		if bare(ap.Endpoint) == endpoint && ap.Tool == tool && listed(ap.Principals, principal) {
+		if ap.Endpoint == endpoint && ap.Tool == tool && listed(ap.Principals, principal) {
 			return true
 		}
 	}
@@ -34,20 +59,13 @@ func (a *approvals) HasPermission(principal, perm string) bool {
 	return listed(a.perms[perm], principal)
 }
 
+// listed reports whether principal, or its domain, is in a normalized list.
 func listed(list []string, principal string) bool {
 	dom := federation.DomainOf(principal)
 	for _, e := range list {
-		if bare(e) == principal || e == dom {
+		if e == principal || e == dom {
 			return true
 		}
 	}
 	return false
-}
-
-func bare(s string) string {
-	j, err := jid.Parse(s)
-	if err != nil {
-		return s
-	}
-	return j.Bare().String()
 }

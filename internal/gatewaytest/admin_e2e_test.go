@@ -579,3 +579,40 @@ func admStreamEnd(conn *xmppclient.Client, err error) string {
 	}
 	return tail(err.Error(), 200)
 }
+
+// TestAdminE2EForeignDomain: a manifest whose agent.jid is outside the
+// component domain is refused by the admin <register/> IQ (forbidden, the
+// spec's error for registration for another JID) and by `agentgw admin
+// register`, and nothing is stored: the server routes only the component
+// domain to the gateway, so such an endpoint would be listed with nobody
+// answering for it.
+func TestAdminE2EForeignDomain(t *testing.T) {
+	e := Start(t, Options{Agents: []Agent{{Localpart: "weather"}}, Users: []string{"admin"}, Admins: []string{"admin"}, TOML: dfRates})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, aconn := e.DialConn("admin")
+	gw := e.Domain
+	// The user domain (on the same server) and an unrelated one.
+	for _, ep := range []string{"stray@" + e.Server.Domain, "stray@elsewhere.test"} {
+		reply := admIQ(t, ctx, aconn, gw, "set", admRegister(admManifest(t, ep, "1.0.0", "")))
+		admCond(t, reply, "forbidden")
+		if !strings.Contains(reply.String(), "outside the domain this gateway answers for") {
+			t.Errorf("IQ register %s: no explaining text: %s", ep, reply.String())
+		}
+		admCond(t, admIQ(t, ctx, aconn, gw, "get", xmltree.New(ns.API, "registration-status", "jid", ep)), "item-not-found")
+
+		path := filepath.Join(e.Dir, "stray.json")
+		if err := os.WriteFile(path, []byte(admManifest(t, ep, "1.0.1", "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := admCLI(e, 1, "register", "--activate", path)
+		if want := fmt.Sprintf("%s is not below %s", ep, e.Domain); !strings.Contains(out, want) {
+			t.Errorf("CLI register %s: output lacks %q:\n%s", ep, want, out)
+		}
+		if out := admCLI(e, 1, "status", ep); !strings.Contains(out, "no such endpoint") {
+			t.Errorf("CLI status %s after the refused register: %s", ep, out)
+		}
+	}
+	// A manifest below the component domain still registers.
+	admResult(t, admIQ(t, ctx, aconn, gw, "set", admRegister(admManifest(t, "fresh@"+e.Domain, "1.0.0", ""))), "registered")
+}

@@ -22,6 +22,16 @@ const (
 	TaskInput       = "urn:xmpp:agent-task:0#input"
 )
 
+// agentgw's own extension: the delegation depth of an invocation (see
+// docs/design-notes.md, "Delegation depth"). Delegation is the invoke child
+// element's namespace and the disco feature of endpoints that accept it;
+// MetaDelegationDepth is the MCP _meta key that carries the depth from the
+// gateway to an MCP server and on to an `agentgw mcp` front.
+const (
+	Delegation          = "urn:agentgw:delegation:0"
+	MetaDelegationDepth = "agentgw/delegationDepth"
+)
+
 // XEPs.
 const (
 	DiscoInfo  = "http://jabber.org/protocol/disco#info"  // XEP-0030

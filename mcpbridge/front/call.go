@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 )
 
@@ -70,6 +71,33 @@ func (f *Front) handler(b *binding) mcp.ToolHandler {
 	}
 }
 
+// delegationDepth reads the depth a gateway put into the call's _meta
+// (ns.MetaDelegationDepth): this call serves a task at depth n-1, so the
+// invocations it makes are at depth n. A direct host call has none (0).
+func delegationDepth(req *mcp.CallToolRequest) (int, error) {
+	if req.Params == nil || req.Params.Meta == nil {
+		return 0, nil
+	}
+	v, ok := req.Params.Meta[ns.MetaDelegationDepth]
+	if !ok {
+		return 0, nil
+	}
+	f, ok := v.(float64)
+	if !ok || f < 1 || f > 1000 || f != float64(int(f)) {
+		return 0, errors.New("_meta " + ns.MetaDelegationDepth + " must be an integer from 1 to 1000")
+	}
+	return int(f), nil
+}
+
+// stanzaText is the text of a stanza error, or "".
+func stanzaText(err error) string {
+	var se *agentclient.StanzaError
+	if errors.As(err, &se) {
+		return se.Text
+	}
+	return ""
+}
+
 // callRun is one tools/call bridged to one XMPP task.
 type callRun struct {
 	f    *Front
@@ -121,8 +149,15 @@ func (f *Front) call(ctx context.Context, b *binding, req *mcp.CallToolRequest) 
 	if err := b.input.Validate(v); err != nil {
 		return toolError("The arguments do not match the tool's input schema: "+err.Error(), nil), nil
 	}
+	depth, err := delegationDepth(req)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
 	c := f.newRun(ctx, b, b.ep, req, taskMeta{Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version})
 	ir := &agentclient.InvokeRequest{Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash, Arguments: canon}
+	if b.delegation {
+		ir.DelegationDepth = depth
+	}
 	acc, err := f.c.Invoke(ctx, b.ep, ir)
 	c.tm.RequestID = ir.RequestID
 	if err != nil {
@@ -160,6 +195,11 @@ func (c *callRun) invokeFailed(ctx context.Context, ir *agentclient.InvokeReques
 	case "item-not-found":
 		c.f.soon()
 		return nil, rpcError(CodeAgentUnavailable, "the tool is not available to this account (item-not-found): the agent may have a new active version or have revoked access; the tool list is being refreshed", tm)
+	case "policy-violation":
+		// The gateway's delegation-depth bound (the only policy-violation
+		// it sends): a tool error with the gateway's own text, so every
+		// hop of the chain returns it to its caller as it is.
+		return toolError("The agent refused the call (policy-violation): "+safeText(stanzaText(err), 300), &tm), nil
 	case "resource-constraint":
 		return nil, rpcError(CodeAgentUnavailable, "the agent is at capacity or rate-limits this account (resource-constraint); try again later", tm)
 	default:

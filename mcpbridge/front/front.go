@@ -107,6 +107,8 @@ type endpointState struct {
 	version string
 	hash    string
 	tools   []*binding // name and mcpTool not yet assigned
+	// delegation: the endpoint accepts agentgw's delegation-depth extension.
+	delegation bool
 }
 
 // binding ties an MCP tool to one XMPP tool at an exact version and
@@ -117,10 +119,12 @@ type binding struct {
 	tool    agentclient.ManifestTool
 	version string
 	hash    string
-	input   *schema.Schema
-	outOK   bool // the output schema can be shown to MCP hosts
-	mcpTool *mcp.Tool
-	print   string // what hosts see, to detect change
+	// delegation: the endpoint accepts the delegation-depth extension.
+	delegation bool
+	input      *schema.Schema
+	outOK      bool // the output schema can be shown to MCP hosts
+	mcpTool    *mcp.Tool
+	print      string // what hosts see, to detect change
 }
 
 // New makes a Front for an XMPP agent client. Call Refresh (Run does) to
@@ -362,7 +366,7 @@ func (f *Front) loadEndpoint(ctx context.Context, ep string, prev *endpointState
 	if !info.Features[ns.Task] {
 		return nil
 	}
-	if prev != nil && info.Version != "" && prev.version == info.Version && prev.hash == info.ManifestHash {
+	if prev != nil && info.Version != "" && prev.version == info.Version && prev.hash == info.ManifestHash && prev.delegation == info.Features[ns.Delegation] {
 		return prev
 	}
 	m, err := f.c.GetManifest(ctx, j, "")
@@ -373,7 +377,7 @@ func (f *Front) loadEndpoint(ctx context.Context, ep string, prev *endpointState
 		f.log.Warn("manifest names another agent; ignoring the endpoint", "endpoint", ep)
 		return nil
 	}
-	st := &endpointState{jid: j.Bare(), version: m.Version, hash: m.Hash}
+	st := &endpointState{jid: j.Bare(), version: m.Version, hash: m.Hash, delegation: info.Features[ns.Delegation]}
 	for _, t := range m.Doc.Tools {
 		b, err := newBinding(st, t)
 		if err != nil {
@@ -394,7 +398,7 @@ func newBinding(st *endpointState, t agentclient.ManifestTool) (*binding, error)
 	if err != nil {
 		return nil, fmt.Errorf("input schema: %w", err)
 	}
-	b := &binding{ep: st.jid, tool: t, version: st.version, hash: st.hash, input: in}
+	b := &binding{ep: st.jid, tool: t, version: st.version, hash: st.hash, delegation: st.delegation, input: in}
 	b.outOK = len(t.OutputSchema) > 0 && mcpObjectSchema(t.OutputSchema) == nil
 	return b, nil
 }

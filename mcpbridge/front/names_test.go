@@ -89,3 +89,11 @@ func TestNamesLookalike(t *testing.T) {
 		t.Errorf("names not distinct: %v", got)
 	}
 }
+
+// The MCP bridge recognizes the front's mirrors of its own endpoint's tools
+// by this key (mcpbridge/manifest.go, frontToolMeta).
+func TestMetaToolKeyIsTheBridgesMirrorKey(t *testing.T) {
+	if MetaTool != "agentgw/xmpp" {
+		t.Fatalf("MetaTool = %q: update mcpbridge's frontToolMeta with it", MetaTool)
+	}
+}

@@ -59,6 +59,9 @@ type Task struct {
 	Result       []byte    // terminal event payload; nil while non-terminal
 	CancelKey    []byte    // SHA-256 of the accepted cancellation tuple
 	CancelRev    int64     // revision of the cancellation acceptance
+	// DelegationDepth is the invocation's depth below a direct call; set at
+	// admission, never changed.
+	DelegationDepth int
 }
 
 // Event is one committed lifecycle event.

@@ -99,7 +99,7 @@ func New(db *store.DB) *Driver { return &Driver{db: db} }
 const taskColumns = `id, caller, route, endpoint, request_id, tool, api_version, manifest_hash,
 	arguments, fingerprint, deadline, deadline_ns, state, revision, dispatched,
 	created_ns, updated_ns, retain_until_ns, purge_after_ns, input_request_id,
-	result, cancel_key, cancel_revision`
+	result, cancel_key, cancel_revision, delegation_depth`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -113,7 +113,7 @@ func scanTask(s scanner) (*taskdb.Task, error) {
 	err := s.Scan(&t.ID, &t.Caller, &t.Route, &t.Endpoint, &t.RequestID, &t.Tool, &t.APIVersion,
 		&t.ManifestHash, &t.Arguments, &t.Fingerprint, &deadline, &deadlineNS, &t.State,
 		&t.Revision, &disp, &created, &updated, &retain, &purge, &inputReq, &t.Result,
-		&t.CancelKey, &cancelRev)
+		&t.CancelKey, &cancelRev, &t.DelegationDepth)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -362,13 +362,13 @@ func (t *Tx) Rollback() error { return t.tx.Rollback() }
 func (t *Tx) InsertTask(task *taskdb.Task) (bool, error) {
 	dl, dlns := deadlineArgs(task)
 	res, err := t.exec(`INSERT INTO tasks (`+taskColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (caller, endpoint, request_id) DO NOTHING`,
 		task.ID, task.Caller, task.Route, task.Endpoint, task.RequestID, task.Tool, task.APIVersion,
 		task.ManifestHash, task.Arguments, task.Fingerprint, dl, dlns, task.State, task.Revision,
 		boolInt(task.Dispatched), ns(task.Created), ns(task.Updated), ns(task.RetainUntil),
 		ns(task.PurgeAfter), nullString(task.InputRequest), nullBytes(task.Result),
-		nullBytes(task.CancelKey), cancelRev(task))
+		nullBytes(task.CancelKey), cancelRev(task), task.DelegationDepth)
 	if err != nil {
 		return false, fmt.Errorf("tasksqlite: insert task: %w", err)
 	}

@@ -30,8 +30,23 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 	if !ids.ValidVersion(inv.APIVersion) {
 		return inv, component.ErrBadRequest("api-version is missing or invalid")
 	}
-	var seenHash, seenArgs, seenDeadline bool
+	var seenHash, seenArgs, seenDeadline, seenDelegation bool
 	for _, c := range p.Children {
+		if c.Is(ns.Delegation, "delegation") {
+			// agentgw's extension (advertised as the ns.Delegation feature):
+			// how many gateway hops this invocation is below a direct call.
+			if seenDelegation || len(c.Children) > 0 {
+				return inv, component.ErrBadRequest("at most one empty delegation element")
+			}
+			seenDelegation = true
+			d, err := parseDelegationDepth(c.AttrValue("depth"))
+			if err != nil {
+				return inv, err
+			}
+			inv.DelegationDepth = d
+			inv.Extensions = map[string]string{ns.Delegation + "#depth": strconv.Itoa(d)}
+			continue
+		}
 		if c.Name.Space != ns.Task {
 			return inv, component.ErrBadRequest("unexpected child element in invoke")
 		}
@@ -139,6 +154,27 @@ func ParseCancel(p *xmltree.Element) (tasks.CancelRequest, error) {
 		return c, component.ErrBadRequest("reason is longer than 4096 bytes")
 	}
 	return c, nil
+}
+
+// MaxDelegationDepthValue bounds the depth attribute; gateways bound the
+// depth far below it.
+const MaxDelegationDepthValue = 1000
+
+func parseDelegationDepth(s string) (int, error) {
+	bad := component.ErrBadRequest("delegation depth must be an integer from 1 to 1000")
+	if s == "" || len(s) > 4 {
+		return 0, bad
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, bad
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	if n < 1 || n > MaxDelegationDepthValue {
+		return 0, bad
+	}
+	return n, nil
 }
 
 func parseRevision(s string) (int64, error) {

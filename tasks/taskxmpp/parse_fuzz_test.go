@@ -104,6 +104,9 @@ func FuzzParseInvoke(f *testing.F) {
 		if inv.Deadline != "" {
 			el.Add(xmltree.New(ns.Task, "deadline").WithText(inv.Deadline))
 		}
+		if inv.DelegationDepth > 0 {
+			el.Add(xmltree.New(ns.Delegation, "delegation", "depth", strconv.Itoa(inv.DelegationDepth)))
+		}
 		again, err := ParseInvoke(reparse(t, el))
 		if err != nil {
 			t.Fatalf("rebuilt invoke rejected: %v", err)

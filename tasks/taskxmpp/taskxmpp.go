@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"mellium.im/xmpp/jid"
 
@@ -189,6 +190,11 @@ func (h *Handlers) mapError(err error, op string) error {
 		return component.ErrNotAcceptable(notAcceptableText(err))
 	case errors.Is(err, tasks.ErrResourceConstraint):
 		return component.ErrResourceConstraint("capacity or size limit reached")
+	case errors.Is(err, tasks.ErrDelegationDepth):
+		// Not resource-constraint: clients retry that, and the same
+		// request can never pass. The reason holds only numbers.
+		return component.ErrPolicyViolation("The invocation's delegation depth exceeds this gateway's bound (" +
+			strings.TrimPrefix(err.Error(), tasks.ErrDelegationDepth.Error()+": ") + "): a chain of calls back through the gateway is too deep.")
 	case errors.Is(err, tasks.ErrUnexpectedRequest):
 		return component.ErrUnexpectedRequest("the task is not terminal yet")
 	case errors.Is(err, tasks.ErrServiceUnavailable):

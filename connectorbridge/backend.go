@@ -386,7 +386,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 }
 
 func unavailable(msg string) tasks.Failure {
-	return tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: msg, Retryable: true}
+	return tasks.Failure{Code: tasks.CodeUnavailable, Message: msg, Retryable: true}
 }
 
 func (b *Backend) settleFail(run tasks.Run, f tasks.Failure) {

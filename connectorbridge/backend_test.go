@@ -155,7 +155,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 	b := e.start(nil)
 	e.waitTools(0)
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable {
 		t.Fatalf("call before auth: %+v", fail)
 	}
 	if err := b.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "not authenticated") {
@@ -301,7 +301,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 }
 
 // TestRestartMidCall: the connector restarts during a slow call; the call
-// fails backend-unavailable, is never re-sent, and the channel comes back.
+// fails unavailable (retryable), is never re-sent, and the channel comes back.
 func TestRestartMidCall(t *testing.T) {
 	e := newEnv(t)
 	b := e.start(nil)
@@ -324,7 +324,7 @@ func TestRestartMidCall(t *testing.T) {
 		t.Fatal("call not settled after the restart")
 	}
 	_, fail, _, _ := r.snapshot()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable || !fail.Retryable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable || !fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
 	waitUntil(t, 10*time.Second, func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() }, "the channel to come back")
@@ -420,7 +420,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 		defer func() { b.o.ReadyWait = o }()
 		return e.call("echo", `{"text":"x"}`).snapshot()
 	}()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable {
 		t.Errorf("call while offline: %+v", fail)
 	}
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})

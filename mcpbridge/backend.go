@@ -6,7 +6,7 @@
 // spawns the stdio command (or connects to the streamable HTTP URL),
 // initializes, lists every tool page, publishes the manifest through a
 // Publisher, and keeps the server running: a server that exits or drops the
-// connection fails its in-flight tasks with agentgw:backend-unavailable
+// connection fails its in-flight tasks with the reserved code unavailable
 // (retryable) and is restarted with capped exponential backoff, the
 // endpoint's availability following along. docs/mcp-bridge.md describes the
 // mapping and what it loses.
@@ -77,14 +77,15 @@ type Options struct {
 	HealthInterval time.Duration
 }
 
-// Failure codes of the bridge, besides tasks' own and "mcp:<code>" for a
-// JSON-RPC error from the server.
+// Failure codes of the bridge, besides tasks' own (the reserved unavailable
+// and internal-error among them) and "mcp:<code>" for a JSON-RPC error from
+// the server. No reserved code says "the server asked for a feature the
+// gateway does not carry", hence these namespaced ones.
 const (
 	CodeUnsupportedSampling       = "agentgw:unsupported-sampling"
 	CodeUnsupportedRoots          = "agentgw:unsupported-roots"
 	CodeUnsupportedURLElicitation = "agentgw:unsupported-url-elicitation"
 	CodeUnattributedElicitation   = "agentgw:unattributed-elicitation"
-	CodeBackendError              = "agentgw:backend-error"
 )
 
 // sessionStable is how long a session must have lived for the next restart

@@ -76,7 +76,7 @@ func callFromContext(ctx context.Context) *callState {
 func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	s := b.current()
 	if s == nil || s.ended() {
-		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: "The MCP server is not available.", Retryable: true}))
+		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
 		return
 	}
 	st := &callState{token: ids.New("agw-call-"), run: run, progressed: make(chan struct{}, 1)}
@@ -166,7 +166,7 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		}
 	}
 	if st.gone.Load() || s.ended() || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
+		return tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
 	}
 	if code := st.unsupported.Load(); code != nil {
 		return tasks.Failure{Code: *code, Message: unsupportedMessage(*code)}
@@ -183,7 +183,10 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		}
 	}
 	b.log.Warn("MCP tools/call failed", slog.String("error", b.red.safeText(err.Error(), 512)))
-	return tasks.Failure{Code: CodeBackendError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
+	// The target failed for an unexpected reason (an HTTP status, an
+	// undecodable answer): the reserved internal-error, retryable because
+	// such failures are usually transient.
+	return tasks.Failure{Code: tasks.CodeInternalError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
 }
 
 func unsupportedMessage(code string) string {

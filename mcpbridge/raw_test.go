@@ -170,7 +170,7 @@ func TestRawCalls(t *testing.T) {
 
 	// A server that exits mid-call.
 	r = s.exec(t, "die", `{}`, nil)
-	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
 		t.Errorf("die: %s", r.outcome())
 	}
 	s.waitUp(t, 30*time.Second)

@@ -136,7 +136,7 @@ func (b *batch) dispatch(id string) error {
 	}
 	backend, ok := b.e.cfg.Backends(t.Endpoint)
 	if !ok || backend == nil {
-		return b.fail(t, Failure{Code: CodeBackendUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
+		return b.fail(t, Failure{Code: CodeUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
 	}
 	m, ok := b.e.cfg.Directory.Manifest(t.Endpoint, t.APIVersion)
 	var tool *toolInfo
@@ -207,5 +207,4 @@ func (b *batch) deadlineFired(id string) error {
 const (
 	CodeManifestUnavailable = "agentgw:manifest-unavailable"
 	CodeResultTooLarge      = "agentgw:result-too-large"
-	CodeExecutorReturned    = "agentgw:no-result"
 )

@@ -91,7 +91,8 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	defer cancel()
 
 	slot := s.tap.expect(st.token)
-	defer s.tap.forget(st.token)
+	answered := false // the SDK got the server's answer to the tools/call
+	defer func() { s.tap.forget(st.token, answered) }()
 	s.add(st)
 	defer s.remove(st)
 	if s.ended() { // raced with the session's end
@@ -119,6 +120,8 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		Name:      call.Tool,
 		Arguments: args,
 	})
+	var rpcErr *jsonrpc.Error
+	answered = err == nil || errors.As(err, &rpcErr)
 
 	switch {
 	case st.settled.Load():
@@ -334,8 +337,9 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	s := b.sessionOf(req.Session)
 	st := callFromContext(ctx)
+	why := "unknown session"
 	if st == nil && s != nil {
-		st = s.soleCall()
+		st, why = s.soleCall()
 	}
 	p := req.Params
 	mode := p.Mode
@@ -347,6 +351,8 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw does not support URL-mode elicitation"}
 	}
 	if st == nil {
+		// Refused, never guessed: see soleCall.
+		b.log.Warn("MCP elicitation refused: it cannot be attributed to a tool call with certainty", slog.String("reason", why))
 		b.recordLoss(nil, CodeUnattributedElicitation)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw cannot attribute this elicitation to a single tool call"}
 	}

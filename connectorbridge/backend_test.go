@@ -581,3 +581,46 @@ func TestErrorPacketFailsCall(t *testing.T) {
 		t.Fatalf("failure = %+v", fail)
 	}
 }
+
+// Progress belongs to the request that caused it. A connector that pushes
+// progress without request_id (here for a call the caller cancelled, which
+// the connector keeps running: it has no tool cancellation) must not have
+// it shown on another caller's call of the same tool.
+func TestProgressRoutedByRequestOnly(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{ProgressWithoutRequestID: true})
+
+	a := newRun()
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		b.Execute(context.Background(), tasks.Call{TaskID: "task-late-progress-a000", Tool: "slow_count",
+			Arguments: json.RawMessage(`{"steps":100,"delay_ms":20}`)}, a)
+	}()
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Invocations()) > 0 }, "caller A's tool.invoke at the connector")
+	close(a.cancel)
+	<-aDone
+	if _, _, reason, _ := a.snapshot(); reason == "" {
+		t.Fatal("caller A not cancelled")
+	}
+
+	r := e.call("slow_count", `{"steps":5,"delay_ms":60}`)
+	res, fail, _, prog := r.snapshot()
+	if fail != nil || res == nil {
+		t.Fatalf("caller B: %+v %+v", res, fail)
+	}
+	for _, p := range prog {
+		if strings.Contains(p.Message, "of 100") {
+			t.Fatalf("caller B was shown caller A's progress %q (all progress: %+v)", p.Message, prog)
+		}
+	}
+	if len(prog) != 0 {
+		t.Errorf("progress without request_id was attributed: %+v", prog)
+	}
+	if !strings.Contains(e.logs.String(), "tool.progress.push without request_id") {
+		t.Error("dropped progress not logged")
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/procsec"
 )
 
 // inheritedEnv is what a stdio server inherits from the gateway's
@@ -96,6 +97,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(m.Command[0], m.Command[1:]...)
 	cmd.Env = childEnv(m.Env)
 	cmd.Dir = t.b.o.ConfigDir
+	// Its own process group, so stop can signal wrappers (npx, sh) and
+	// what they started; killed by the kernel if the gateway dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	// Our own pipes rather than StdoutPipe: exec closes those as soon as
@@ -119,7 +122,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := procsec.Start(cmd); err != nil {
 		for _, f := range []*os.File{outR, outW, inR, inW, errR, errW} {
 			f.Close()
 		}

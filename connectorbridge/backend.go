@@ -321,7 +321,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			b.settleFail(run, tasks.Failure{Code: tasks.CodeInternalError, Message: "the arguments are not a JSON object"})
 			return
 		}
-		pend = &pending{progress: make(chan *Packet, 32), toolID: call.Tool}
+		pend = &pending{progress: make(chan *Packet, 32)}
 		// The request id doubles as context.tool_call_id.
 		reqID = ids.New("req_")
 		payload := map[string]any{
@@ -386,7 +386,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 }
 
 func unavailable(msg string) tasks.Failure {
-	return tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: msg, Retryable: true}
+	return tasks.Failure{Code: tasks.CodeUnavailable, Message: msg, Retryable: true}
 }
 
 func (b *Backend) settleFail(run tasks.Run, f tasks.Failure) {

@@ -155,7 +155,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 	b := e.start(nil)
 	e.waitTools(0)
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable {
 		t.Fatalf("call before auth: %+v", fail)
 	}
 	if err := b.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "not authenticated") {
@@ -301,7 +301,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 }
 
 // TestRestartMidCall: the connector restarts during a slow call; the call
-// fails backend-unavailable, is never re-sent, and the channel comes back.
+// fails unavailable (retryable), is never re-sent, and the channel comes back.
 func TestRestartMidCall(t *testing.T) {
 	e := newEnv(t)
 	b := e.start(nil)
@@ -324,7 +324,7 @@ func TestRestartMidCall(t *testing.T) {
 		t.Fatal("call not settled after the restart")
 	}
 	_, fail, _, _ := r.snapshot()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable || !fail.Retryable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable || !fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
 	waitUntil(t, 10*time.Second, func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() }, "the channel to come back")
@@ -420,7 +420,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 		defer func() { b.o.ReadyWait = o }()
 		return e.call("echo", `{"text":"x"}`).snapshot()
 	}()
-	if fail == nil || fail.Code != tasks.CodeBackendUnavailable {
+	if fail == nil || fail.Code != tasks.CodeUnavailable {
 		t.Errorf("call while offline: %+v", fail)
 	}
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
@@ -579,5 +579,48 @@ func TestErrorPacketFailsCall(t *testing.T) {
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
 	if fail == nil || fail.Code != "xagent:connection_not_authenticated" {
 		t.Fatalf("failure = %+v", fail)
+	}
+}
+
+// Progress belongs to the request that caused it. A connector that pushes
+// progress without request_id (here for a call the caller cancelled, which
+// the connector keeps running: it has no tool cancellation) must not have
+// it shown on another caller's call of the same tool.
+func TestProgressRoutedByRequestOnly(t *testing.T) {
+	e := newEnv(t)
+	b := e.start(nil)
+	e.authForm()
+	e.waitTools(4)
+	e.srv.SetMisbehaviour(connectortest.Misbehaviour{ProgressWithoutRequestID: true})
+
+	a := newRun()
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		b.Execute(context.Background(), tasks.Call{TaskID: "task-late-progress-a000", Tool: "slow_count",
+			Arguments: json.RawMessage(`{"steps":100,"delay_ms":20}`)}, a)
+	}()
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Invocations()) > 0 }, "caller A's tool.invoke at the connector")
+	close(a.cancel)
+	<-aDone
+	if _, _, reason, _ := a.snapshot(); reason == "" {
+		t.Fatal("caller A not cancelled")
+	}
+
+	r := e.call("slow_count", `{"steps":5,"delay_ms":60}`)
+	res, fail, _, prog := r.snapshot()
+	if fail != nil || res == nil {
+		t.Fatalf("caller B: %+v %+v", res, fail)
+	}
+	for _, p := range prog {
+		if strings.Contains(p.Message, "of 100") {
+			t.Fatalf("caller B was shown caller A's progress %q (all progress: %+v)", p.Message, prog)
+		}
+	}
+	if len(prog) != 0 {
+		t.Errorf("progress without request_id was attributed: %+v", prog)
+	}
+	if !strings.Contains(e.logs.String(), "tool.progress.push without request_id") {
+		t.Error("dropped progress not logged")
 	}
 }

@@ -56,6 +56,7 @@ type session struct {
 
 	badPackets  atomic.Int64
 	unsupported atomic.Int64
+	unrouted    atomic.Int64 // progress packets without request_id
 	inbound     atomic.Int64
 }
 
@@ -65,7 +66,6 @@ type pending struct {
 	channelID string
 	ack       chan *Packet // capacity 1: the ack or error
 	progress  chan *Packet // invocations only
-	toolID    string
 }
 
 // dial opens /ws with the subprotocol and the Bearer key (§6).
@@ -263,28 +263,19 @@ func (s *session) deliver(p *Packet) bool {
 	return true
 }
 
-// progress routes tool.progress.push to its invocation: by request_id,
-// else by channel and tool_id when exactly one such call is pending.
+// progress routes tool.progress.push to its invocation by request_id only.
+// Progress without one is dropped: "the one pending call of that tool" may
+// be another caller's, while the call the progress is about was cancelled
+// (the connector has no tool cancellation and keeps running it).
 func (s *session) progress(p *Packet) {
-	s.mu.Lock()
-	var target *pending
-	if p.RequestID != "" {
-		target = s.pending[p.RequestID]
-	} else {
-		var tool struct {
-			ToolID string `json:"tool_id"`
+	if p.RequestID == "" {
+		if n := s.unrouted.Add(1); n <= 5 {
+			s.c.log.Warn("connector sent tool.progress.push without request_id; dropped (progress is routed by request only)", "dropped", n)
 		}
-		json.Unmarshal(p.Payload, &tool)
-		for _, x := range s.pending {
-			if x.progress != nil && x.channelID == p.ConnectorChannelID && x.toolID == tool.ToolID {
-				if target != nil {
-					target = nil // ambiguous
-					break
-				}
-				target = x
-			}
-		}
+		return
 	}
+	s.mu.Lock()
+	target := s.pending[p.RequestID]
 	s.mu.Unlock()
 	if target == nil || target.progress == nil || (target.channelID != p.ConnectorChannelID) {
 		s.c.log.Debug("connector data plane: progress for no pending invocation ignored")

@@ -6,7 +6,7 @@
 // spawns the stdio command (or connects to the streamable HTTP URL),
 // initializes, lists every tool page, publishes the manifest through a
 // Publisher, and keeps the server running: a server that exits or drops the
-// connection fails its in-flight tasks with agentgw:backend-unavailable
+// connection fails its in-flight tasks with the reserved code unavailable
 // (retryable) and is restarted with capped exponential backoff, the
 // endpoint's availability following along. docs/mcp-bridge.md describes the
 // mapping and what it loses.
@@ -77,14 +77,15 @@ type Options struct {
 	HealthInterval time.Duration
 }
 
-// Failure codes of the bridge, besides tasks' own and "mcp:<code>" for a
-// JSON-RPC error from the server.
+// Failure codes of the bridge, besides tasks' own (the reserved unavailable
+// and internal-error among them) and "mcp:<code>" for a JSON-RPC error from
+// the server. No reserved code says "the server asked for a feature the
+// gateway does not carry", hence these namespaced ones.
 const (
 	CodeUnsupportedSampling       = "agentgw:unsupported-sampling"
 	CodeUnsupportedRoots          = "agentgw:unsupported-roots"
 	CodeUnsupportedURLElicitation = "agentgw:unsupported-url-elicitation"
 	CodeUnattributedElicitation   = "agentgw:unattributed-elicitation"
-	CodeBackendError              = "agentgw:backend-error"
 )
 
 // sessionStable is how long a session must have lived for the next restart
@@ -284,19 +285,28 @@ func (s *session) call(token string) *callState {
 	return s.calls[token]
 }
 
-// soleCall returns the only call in flight, if exactly one is. Before MCP
-// 2026-07-28 a server request carries nothing tying it to the tools/call
-// that caused it, so only then can it be attributed.
-func (s *session) soleCall() *callState {
+// soleCall returns the call a server request without call context must
+// belong to, if attribution is certain, or why it is not. Before MCP
+// 2026-07-28 such a request carries nothing tying it to the tools/call that
+// caused it. It is certain only when exactly one call is in flight and no
+// request the bridge gave up on (a cancelled call, a passed deadline) is
+// still unanswered: the server may still be running such a call, and a
+// late question of caller A must never reach caller B.
+func (s *session) soleCall() (*callState, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.calls) != 1 {
-		return nil
+	switch {
+	case len(s.calls) == 0:
+		return nil, "no call in flight"
+	case len(s.calls) > 1:
+		return nil, "several calls in flight"
+	case s.tap.unanswered() > 0:
+		return nil, "an abandoned call may still be running at the server"
 	}
 	for _, st := range s.calls {
-		return st
+		return st, ""
 	}
-	return nil
+	return nil, ""
 }
 
 // abortCalls ends every call of a session whose connection is gone.
@@ -593,7 +603,7 @@ func (b *Backend) declineUnsupported(next mcp.MethodHandler) mcp.MethodHandler {
 		var st *callState
 		if cs, ok := req.GetSession().(*mcp.ClientSession); ok {
 			if s := b.sessionOf(cs); s != nil {
-				st = s.soleCall()
+				st, _ = s.soleCall()
 			}
 		}
 		b.recordLoss(st, code)

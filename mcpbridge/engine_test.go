@@ -185,7 +185,7 @@ func TestEngineWithEverything(t *testing.T) {
 		}
 		syscall.Kill(b.current().proc.pid, syscall.SIGKILL)
 		ev := terminal(id)
-		if ev.Type != tasks.EventFailed || !strings.Contains(string(ev.Payload), `"code":"agentgw:backend-unavailable"`) || !strings.Contains(string(ev.Payload), `"retryable":true`) {
+		if ev.Type != tasks.EventFailed || !strings.Contains(string(ev.Payload), `"code":"unavailable"`) || !strings.Contains(string(ev.Payload), `"retryable":true`) {
 			t.Errorf("%s %s", ev.Type, ev.Payload)
 		}
 	})

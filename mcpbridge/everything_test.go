@@ -537,8 +537,8 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 	}
 	r.wait(t, 10*time.Second)
 	<-done
-	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
-		t.Fatalf("want retryable backend-unavailable, got %s", r.outcome())
+	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
+		t.Fatalf("want retryable unavailable, got %s", r.outcome())
 	}
 	select {
 	case up := <-s.avail.ch:
@@ -575,7 +575,7 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 	}
 	r := newFakeRun()
 	b.Execute(context.Background(), tasks.Call{TaskID: "t", Tool: "echo"}, r)
-	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
 		t.Fatalf("got %s", r.outcome())
 	}
 	err = b.Initialize(context.Background())

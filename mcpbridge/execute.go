@@ -77,7 +77,7 @@ func callFromContext(ctx context.Context) *callState {
 func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	s := b.current()
 	if s == nil || s.ended() {
-		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: "The MCP server is not available.", Retryable: true}))
+		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
 		return
 	}
 	st := &callState{token: ids.New("agw-call-"), run: run, progressed: make(chan struct{}, 1)}
@@ -92,7 +92,8 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	defer cancel()
 
 	slot := s.tap.expect(st.token)
-	defer s.tap.forget(st.token)
+	answered := false // the SDK got the server's answer to the tools/call
+	defer func() { s.tap.forget(st.token, answered) }()
 	s.add(st)
 	defer s.remove(st)
 	if s.ended() { // raced with the session's end
@@ -122,6 +123,8 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		Name:      call.Tool,
 		Arguments: args,
 	})
+	var rpcErr *jsonrpc.Error
+	answered = err == nil || errors.As(err, &rpcErr)
 
 	switch {
 	case st.settled.Load():
@@ -169,7 +172,7 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		}
 	}
 	if st.gone.Load() || s.ended() || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return tasks.Failure{Code: tasks.CodeBackendUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
+		return tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
 	}
 	if code := st.unsupported.Load(); code != nil {
 		return tasks.Failure{Code: *code, Message: unsupportedMessage(*code)}
@@ -186,7 +189,10 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		}
 	}
 	b.log.Warn("MCP tools/call failed", slog.String("error", b.red.safeText(err.Error(), 512)))
-	return tasks.Failure{Code: CodeBackendError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
+	// The target failed for an unexpected reason (an HTTP status, an
+	// undecodable answer): the reserved internal-error, retryable because
+	// such failures are usually transient.
+	return tasks.Failure{Code: tasks.CodeInternalError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
 }
 
 func unsupportedMessage(code string) string {
@@ -334,8 +340,9 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	s := b.sessionOf(req.Session)
 	st := callFromContext(ctx)
+	why := "unknown session"
 	if st == nil && s != nil {
-		st = s.soleCall()
+		st, why = s.soleCall()
 	}
 	p := req.Params
 	mode := p.Mode
@@ -347,6 +354,8 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw does not support URL-mode elicitation"}
 	}
 	if st == nil {
+		// Refused, never guessed: see soleCall.
+		b.log.Warn("MCP elicitation refused: it cannot be attributed to a tool call with certainty", slog.String("reason", why))
 		b.recordLoss(nil, CodeUnattributedElicitation)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw cannot attribute this elicitation to a single tool call"}
 	}

@@ -249,7 +249,7 @@ func TestHTTPServerDownAndBack(t *testing.T) {
 		t.Fatal("server loss not noticed")
 	}
 	r := s.exec(t, "echo", `{"message":"x"}`, nil)
-	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
 		t.Errorf("call while down: %s", r.outcome())
 	}
 	httpServerAt(t, token, false, addr)

@@ -96,7 +96,7 @@ func (b *Backend) listTools(ctx context.Context, s *session) ([]json.RawMessage,
 		slot := s.tap.expect(token)
 		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Meta: mcp.Meta{"progressToken": token}, Cursor: cursor})
 		raw := slot.get()
-		s.tap.forget(token)
+		s.tap.forget(token, true) // a tools/list never asks the caller anything
 		if err != nil {
 			return nil, b.callError("tools/list", err)
 		}

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"reflect"
@@ -62,7 +63,7 @@ func TestRawManifest(t *testing.T) {
 		json.Unmarshal(tl["name"], &n)
 		names = append(names, n)
 	}
-	want := []string{"plain", "tuple", "secret-echo", "rpc-error", "sample", "roots", "url-elicit", "iconic", "add", "die"}
+	want := []string{"plain", "tuple", "secret-echo", "rpc-error", "sample", "roots", "url-elicit", "iconic", "add", "die", "late-ask", "after-cancel", "form-ask"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v (all pages, server order, first of duplicates, odd dialect left out)", names, want)
 	}
@@ -170,7 +171,7 @@ func TestRawCalls(t *testing.T) {
 
 	// A server that exits mid-call.
 	r = s.exec(t, "die", `{}`, nil)
-	if r.failure == nil || r.failure.Code != tasks.CodeBackendUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
 		t.Errorf("die: %s", r.outcome())
 	}
 	s.waitUp(t, 30*time.Second)
@@ -179,5 +180,57 @@ func TestRawCalls(t *testing.T) {
 	}
 	if strings.Contains(s.logs.String(), secret) {
 		t.Error("secret in the log")
+	}
+}
+
+// A cancelled call may still run at the server (MCP cancellation is
+// advisory, and a server need not answer a cancelled request), so its late
+// question must not reach the next caller just because that caller's call
+// is the only one in flight. Once the server answers the abandoned request,
+// attribution is certain again.
+func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
+	s := start(t, rawAgent(t, ids.New("sec-")), nil)
+
+	a := newFakeRun()
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		s.b.Execute(context.Background(), tasks.Call{TaskID: "task-a", Tool: "late-ask", Arguments: json.RawMessage(`{}`), Endpoint: testJID}, a)
+	}()
+	select {
+	case <-a.progressCh:
+	case <-time.After(10 * time.Second):
+		t.Fatal("late-ask did not start")
+	}
+	close(a.cancelReq)
+	a.wait(t, 10*time.Second)
+	<-aDone
+	if a.outcome() == "not settled" || a.result != nil || a.failure != nil {
+		t.Fatalf("caller A: %s, want cancelled", a.outcome())
+	}
+
+	b := newFakeRun()
+	b.answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"blue"}`), nil }
+	s.exec(t, "after-cancel", `{}`, b)
+	if len(b.inputs) != 0 {
+		t.Errorf("caller B was shown caller A's question: %+v", b.inputs)
+	}
+	if got := textOf(t, b.result); got != "late question refused" {
+		t.Errorf("caller B: %q, want the late question refused", got)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "MCP elicitation refused") || !strings.Contains(logs, "abandoned call may still be running") {
+		t.Errorf("refusal not logged:\n%s", logs)
+	}
+
+	// The server has answered A's request since: the next sole call's
+	// question is attributed again.
+	c := newFakeRun()
+	c.answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"green"}`), nil }
+	s.exec(t, "form-ask", `{}`, c)
+	if len(c.inputs) != 1 || c.inputs[0].Question != "Favourite colour?" {
+		t.Errorf("caller C inputs %+v", c.inputs)
+	}
+	if got := textOf(t, c.result); got != `answered: {"action":"accept","content":{"color":"green"}}` {
+		t.Errorf("caller C: %q", got)
 	}
 }

@@ -45,7 +45,10 @@ func rawToolsPage3(added bool) string {
  {"name":"odd-dialect","inputSchema":{"$schema":"https://example.com/my-dialect","type":"object"}},
  {"name":"iconic","description":"` + long + `","icons":[{"src":"https://example.com/i.png"}],"inputSchema":{"type":"object"}},
  {"name":"add","inputSchema":{"type":"object"}},
- {"name":"die","inputSchema":{"type":"object"}}`
+ {"name":"die","inputSchema":{"type":"object"}},
+ {"name":"late-ask","inputSchema":{"type":"object"}},
+ {"name":"after-cancel","inputSchema":{"type":"object"}},
+ {"name":"form-ask","inputSchema":{"type":"object"}}`
 	if added {
 		s += `,
  {"name":"added","inputSchema":{"type":"object"}}`
@@ -102,6 +105,10 @@ func rawServer() {
 	}
 	fmt.Fprintf(os.Stderr, "raw server starting with key %s\n", secret)
 	added := false
+	// late is the id of a late-ask call the server keeps running after
+	// the client cancelled it (cancellation is advisory in MCP).
+	var late json.RawMessage
+	const colorForm = `{"message":"%s","requestedSchema":{"type":"object","properties":{"color":{"type":"string"}},"required":["color"]}}`
 	for {
 		m, ok := read()
 		if !ok {
@@ -174,6 +181,40 @@ func rawServer() {
 				reply(`{"content":[{"type":"text","text":"added"}]}`)
 			case "die":
 				os.Exit(3)
+			case "late-ask":
+				// Announce the call, then keep it open: its question
+				// comes later, while another call is in flight.
+				var pt struct {
+					Meta struct {
+						ProgressToken json.RawMessage `json:"progressToken"`
+					} `json:"_meta"`
+				}
+				json.Unmarshal(m.Params, &pt)
+				late = m.ID
+				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(pt.Meta.ProgressToken) + `,"progress":1,"message":"started"}}`)
+			case "after-cancel":
+				// The late question of the late-ask call, asked while
+				// this call is the only one the client still waits for.
+				r := ask("elicitation/create", fmt.Sprintf(colorForm, "Late question for the late-ask call"))
+				text := "late question refused"
+				if r.Error == nil {
+					text = "late question answered: " + string(r.Result)
+				}
+				if late != nil {
+					// Now the late-ask call is done; say so.
+					send(`{"jsonrpc":"2.0","id":` + string(late) + `,"error":{"code":-32800,"message":"request cancelled"}}`)
+					late = nil
+				}
+				t, _ := json.Marshal(text)
+				reply(`{"content":[{"type":"text","text":` + string(t) + `}]}`)
+			case "form-ask":
+				r := ask("elicitation/create", fmt.Sprintf(colorForm, "Favourite colour?"))
+				text := "refused"
+				if r.Error == nil {
+					text = "answered: " + string(r.Result)
+				}
+				t, _ := json.Marshal(text)
+				reply(`{"content":[{"type":"text","text":` + string(t) + `}]}`)
 			default:
 				fail(-32602, "unknown tool")
 			}

@@ -42,6 +42,11 @@ type tap struct {
 	byToken map[string]*rawReply
 	methods map[string]*rawReply // method name → reply slot (initialize)
 	ids     map[string]*rawReply // request id (JSON text) → reply slot
+	// abandoned holds the ids of tools/call requests the bridge stopped
+	// waiting for (cancelled, deadline, settled) before the server
+	// answered: the server may still be working on them, and may still ask
+	// questions for them. An answer that arrives later removes the id.
+	abandoned map[string]struct{}
 
 	// observe, when set (tests), sees every whole frame: out is true for
 	// frames the gateway sends.
@@ -49,7 +54,7 @@ type tap struct {
 }
 
 func newTap() *tap {
-	return &tap{byToken: map[string]*rawReply{}, methods: map[string]*rawReply{}, ids: map[string]*rawReply{}}
+	return &tap{byToken: map[string]*rawReply{}, methods: map[string]*rawReply{}, ids: map[string]*rawReply{}, abandoned: map[string]struct{}{}}
 }
 
 // expectMethod records the result of the next requests of this method; it
@@ -78,8 +83,10 @@ func (t *tap) expect(token string) *rawReply {
 	return r
 }
 
-// forget drops token and every request id that pointed at its slot.
-func (t *tap) forget(token string) {
+// forget drops token and every request id that pointed at its slot. Unless
+// the caller knows the request was answered, ids whose answer the tap has
+// not seen are kept as abandoned.
+func (t *tap) forget(token string, answered bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.byToken[token]
@@ -87,8 +94,18 @@ func (t *tap) forget(token string) {
 	for id, v := range t.ids {
 		if v == r {
 			delete(t.ids, id)
+			if !answered {
+				t.abandoned[id] = struct{}{}
+			}
 		}
 	}
+}
+
+// unanswered counts abandoned requests the server has not answered yet.
+func (t *tap) unanswered() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.abandoned)
 }
 
 type outFrame struct {
@@ -148,7 +165,7 @@ func (t *tap) incoming(frame []byte) {
 		return
 	}
 	t.mu.Lock()
-	pending := len(t.ids) > 0
+	pending := len(t.ids) > 0 || len(t.abandoned) > 0
 	t.mu.Unlock()
 	if !pending {
 		return
@@ -160,6 +177,7 @@ func (t *tap) incoming(frame []byte) {
 	t.mu.Lock()
 	r, ok := t.ids[string(f.ID)]
 	delete(t.ids, string(f.ID))
+	delete(t.abandoned, string(f.ID))
 	t.mu.Unlock()
 	if ok {
 		r.mu.Lock()

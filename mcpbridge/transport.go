@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/procsec"
 )
 
 // inheritedEnv is what a stdio server inherits from the gateway's
@@ -46,6 +47,15 @@ const (
 
 // maxStderrLine bounds one logged line of server stderr.
 const maxStderrLine = 2048
+
+// A server's stderr is logged at most stderrBurst lines at once and
+// stderrPerSecond lines a second after that: a server stuck in a loop must
+// not flood the gateway log (or its disk). Lines beyond are counted, and the
+// count is logged before the next line that passes, and at EOF.
+const (
+	stderrBurst     = 100
+	stderrPerSecond = 10
+)
 
 // process is a running stdio MCP server.
 type process struct {
@@ -87,6 +97,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(m.Command[0], m.Command[1:]...)
 	cmd.Env = childEnv(m.Env)
 	cmd.Dir = t.b.o.ConfigDir
+	// Its own process group, so stop can signal wrappers (npx, sh) and
+	// what they started; killed by the kernel if the gateway dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	// Our own pipes rather than StdoutPipe: exec closes those as soon as
@@ -110,7 +122,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := procsec.Start(cmd); err != nil {
 		for _, f := range []*os.File{outR, outW, inR, inW, errR, errW} {
 			f.Close()
 		}
@@ -172,19 +184,63 @@ func childEnv(extra map[string]string) []string {
 }
 
 // logStderr copies the server's stderr to the gateway log, a bounded and
-// redacted line at a time.
+// redacted line at a time, rate-limited.
 func (b *Backend) logStderr(r io.ReadCloser, pid int) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 4096)
+	lim := newLineLimiter(stderrBurst, stderrPerSecond, time.Now)
+	suppressed := func(n int) {
+		if n > 0 {
+			b.log.Warn("MCP server stderr lines suppressed", slog.Int("pid", pid), slog.Int("suppressed", n))
+		}
+	}
 	for {
 		line, err := readBoundedLine(br, maxStderrLine)
 		if len(line) > 0 {
-			b.log.Info("MCP server stderr", slog.Int("pid", pid), slog.String("line", b.red.safeText(line, maxStderrLine)))
+			if ok, n := lim.allow(); ok {
+				suppressed(n)
+				b.log.Info("MCP server stderr", slog.Int("pid", pid), slog.String("line", b.red.safeText(line, maxStderrLine)))
+			}
 		}
 		if err != nil {
+			suppressed(lim.flush())
 			return
 		}
 	}
+}
+
+// lineLimiter is a token bucket over log lines that counts what it refuses.
+type lineLimiter struct {
+	burst, perSecond float64
+	now              func() time.Time
+	tokens           float64
+	last             time.Time
+	suppressed       int
+}
+
+func newLineLimiter(burst, perSecond int, now func() time.Time) *lineLimiter {
+	return &lineLimiter{burst: float64(burst), perSecond: float64(perSecond), now: now, tokens: float64(burst), last: now()}
+}
+
+// allow takes a token. When it has one it also returns the number of lines
+// refused since the last report, which the caller logs first.
+func (l *lineLimiter) allow() (bool, int) {
+	t := l.now()
+	l.tokens = min(l.burst, l.tokens+t.Sub(l.last).Seconds()*l.perSecond)
+	l.last = t
+	if l.tokens < 1 {
+		l.suppressed++
+		return false, 0
+	}
+	l.tokens--
+	return true, l.flush()
+}
+
+// flush returns and resets the count of refused lines.
+func (l *lineLimiter) flush() int {
+	n := l.suppressed
+	l.suppressed = 0
+	return n
 }
 
 // readBoundedLine reads one line, keeping at most max bytes of it.

@@ -74,24 +74,29 @@ type InputRequest struct {
 	ExpiresAt time.Time       // zero for no expiry
 }
 
-// Failure is an execution failure. Codes of our own are namespace
-// qualified ("agentgw:...", "mcp:...", "xagent:..."); Message is a safe
-// sentence without secrets or attacker payloads.
+// Failure is an execution failure. The spec's reserved codes are used where
+// they fit; codes of our own are namespace qualified ("agentgw:...",
+// "mcp:...", "xagent:...") and only where no reserved code does. Message is
+// a safe sentence without secrets or attacker payloads.
 type Failure struct {
 	Code      string
 	Message   string
 	Retryable bool
 }
 
-// Well-known failure codes.
+// Well-known failure codes. The first three are the spec's reserved codes
+// (Error Handling, "Reserved task failure codes"); docs/failure-codes.md
+// maps every code the gateway sends.
 const (
-	CodeDeadlineExpired    = "deadline-expired"
-	CodeInternalError      = "internal-error"
-	CodeUnavailable        = "unavailable"
-	CodeInterrupted        = "agentgw:interrupted"
-	CodeBackendUnavailable = "agentgw:backend-unavailable"
-	CodeInvalidOutput      = "agentgw:invalid-output"
-	CodeInputExpired       = "agentgw:input-expired"
+	CodeDeadlineExpired = "deadline-expired"
+	CodeInternalError   = "internal-error"
+	// CodeUnavailable: a required runtime or downstream service (an MCP
+	// server, a connector, the endpoint's backend) is temporarily
+	// unavailable. Always retryable.
+	CodeUnavailable   = "unavailable"
+	CodeInterrupted   = "agentgw:interrupted"
+	CodeInvalidOutput = "agentgw:invalid-output"
+	CodeInputExpired  = "agentgw:input-expired"
 )
 
 // Run is an executor's handle on one task. Every method commits through the

@@ -122,7 +122,7 @@ func TestFailureAndExecutorMisbehaviour(t *testing.T) {
 
 	h.exec.Script("echo", taskstest.Step{Return: true})
 	acc = h.admit(h.inv("echo", `{}`))
-	if ev := h.terminal(acc.TaskID); !strings.Contains(string(ev.Payload), tasks.CodeExecutorReturned) {
+	if ev := h.terminal(acc.TaskID); string(ev.Payload) != `{"error":{"code":"internal-error","message":"The tool ended without a result.","retryable":false}}` {
 		t.Fatalf("returned without settling: %s", ev.Payload)
 	}
 	h.checkHistory(acc.TaskID)

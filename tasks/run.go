@@ -83,7 +83,7 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 		backend.Execute(ctx, call, r)
 		if !r.settled() && !e.closing.Load() {
 			// An executor must settle; nothing is silently dropped.
-			r.settleFailure(Failure{Code: CodeExecutorReturned, Message: "The tool ended without a result."})
+			r.settleFailure(Failure{Code: CodeInternalError, Message: "The tool ended without a result."})
 		}
 	}()
 }

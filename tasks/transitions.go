@@ -174,7 +174,7 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 	}
 	backend, ok := b.e.cfg.Backends(t.Endpoint)
 	if !ok || backend == nil {
-		return dispatchOther, b.fail(t, Failure{Code: CodeBackendUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
+		return dispatchOther, b.fail(t, Failure{Code: CodeUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
 	}
 	m, ok := b.e.cfg.Directory.Manifest(t.Endpoint, t.APIVersion)
 	var tool *toolInfo
@@ -250,5 +250,4 @@ func (b *batch) deadlineFired(id string) error {
 const (
 	CodeManifestUnavailable = "agentgw:manifest-unavailable"
 	CodeResultTooLarge      = "agentgw:result-too-large"
-	CodeExecutorReturned    = "agentgw:no-result"
 )

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/mcpbridge/front"
 )
 
@@ -25,10 +29,12 @@ func init() {
 var stdioTransport = func() mcp.Transport { return &mcp.StdioTransport{} }
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
+	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
-	bearerEnv := fs.String("bearer-env", "", "environment variable holding a bearer token every HTTP request must carry")
+	bearerEnv := fs.String("bearer-env", "", "environment variable holding the bearer token every HTTP request must carry")
+	bearerFile := fs.String("bearer-file", "", "file holding the bearer token; created with a fresh random token (mode 0600) if missing. Without this or --bearer-env, a fresh token is written to a private temporary file whose path is printed")
+	sessionTimeout := fs.Duration("session-timeout", front.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
 	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery interval (0 disables polling)")
 	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
@@ -56,23 +62,53 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *refresh <= 0 {
 		*refresh = -1
 	}
-	var bearer string
-	if *bearerEnv != "" {
-		if *httpAddr == "" {
+	if *httpAddr == "" {
+		switch {
+		case *bearerEnv != "":
 			return usagef("--bearer-env needs --http")
-		}
-		if bearer, err = config.ReadSecret(*bearerEnv, ""); err != nil {
-			return fmt.Errorf("--bearer-env: %w", err)
+		case *bearerFile != "":
+			return usagef("--bearer-file needs --http")
 		}
 	}
-	var ln net.Listener
+	if *bearerEnv != "" && *bearerFile != "" {
+		return usagef("give --bearer-env or --bearer-file, not both")
+	}
+	if *sessionTimeout <= 0 {
+		return usagef("--session-timeout must be positive")
+	}
+	var (
+		ln         net.Listener
+		bearer     string
+		bearerPath string // where the token is, to tell the operator
+	)
 	if *httpAddr != "" {
 		host, _, err := net.SplitHostPort(*httpAddr)
 		if err != nil {
 			return usagef("--http %q is not host:port", *httpAddr)
 		}
-		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && bearer == "" {
-			return usagef("--http on a non-loopback address needs --bearer-env")
+		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && *bearerEnv == "" && *bearerFile == "" {
+			return usagef("--http on a non-loopback address needs --bearer-env or --bearer-file")
+		}
+		switch {
+		case *bearerEnv != "":
+			if bearer, err = config.ReadSecret(*bearerEnv, ""); err != nil {
+				return fmt.Errorf("--bearer-env: %w", err)
+			}
+		case *bearerFile != "":
+			if bearer, err = bearerFromFile(*bearerFile); err != nil {
+				return fmt.Errorf("--bearer-file: %w", err)
+			}
+			bearerPath = *bearerFile
+		default:
+			dir, err := os.MkdirTemp("", "agentgw-mcp-")
+			if err != nil {
+				return fmt.Errorf("--http: cannot create the token directory: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			bearerPath = filepath.Join(dir, "bearer-token")
+			if bearer, err = bearerFromFile(bearerPath); err != nil {
+				return fmt.Errorf("--http: %w", err)
+			}
 		}
 		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
 			return fmt.Errorf("--http: %w", err)
@@ -116,8 +152,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}()
 
 	if ln != nil {
+		if bearerPath != "" {
+			// The path, never the token: stderr ends up in logs.
+			fmt.Fprintf(stderr, "agentgw mcp: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
+		}
 		fmt.Fprintf(stderr, "agentgw mcp: serving MCP (streamable HTTP) on http://%s/ as %s\n", ln.Addr(), s.conn.JID().Bare())
-		err = f.RunHTTP(ctx, ln, bearer)
+		err = f.RunHTTP(ctx, ln, front.HTTPOptions{Bearer: bearer, SessionTimeout: *sessionTimeout})
 	} else {
 		err = f.Run(ctx, stdioTransport())
 	}
@@ -137,4 +177,34 @@ func buildVersion() string {
 		return info.Main.Version
 	}
 	return "devel"
+}
+
+// bearerFromFile reads the bearer token from path, or creates the file
+// (mode 0600, never overwriting) with a fresh random token when it does not
+// exist. A token file others can read is refused, as ssh refuses such keys.
+func bearerFromFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		token := ids.New("agw-mcp-")
+		_, werr := f.WriteString(token + "\n")
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			os.Remove(path)
+			return "", fmt.Errorf("cannot write %s: %w", path, werr)
+		}
+		return token, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s is accessible by other users (mode %#o); chmod 600 it", path, fi.Mode().Perm())
+	}
+	return config.ReadSecret("", path)
 }

@@ -9,8 +9,10 @@ import (
 	"runtime/debug"
 
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/gateway"
 	"github.com/agentgw/agentgw/internal/logging"
+	"github.com/agentgw/agentgw/internal/procsec"
 )
 
 func init() {
@@ -43,11 +45,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// percent of CPU. GOGC overrides it.
 		debug.SetGCPercent(50)
 	}
+	// Before anything is started: children must not find the secrets in
+	// their environment or in ours (/proc/<pid>/environ), nor ptrace us.
+	// The order matters: a non-dumpable process that is not root can no
+	// longer open its own /proc/self/mem, which the scrub writes through.
+	secretVars := config.TakeSecretEnv(cfg.SecretEnvNames()...)
+	scrubbed, scrubErr := procsec.ScrubEnviron(secretVars)
+	dumpErr := procsec.NoDump()
 	redactor := &logging.Redactor{}
 	redactor.Add(gateway.Secrets(cfg)...)
 	log, err := logging.New(stderr, cfg.Log.Format, cfg.Log.Level, redactor)
 	if err != nil {
 		return fmt.Errorf("[log]: %w", err)
+	}
+	if scrubErr != nil || dumpErr != nil {
+		log.Warn("process hardening incomplete; MCP servers running as this user may read the gateway's secrets", "scrub_error", fmt.Sprint(scrubErr), "nodump_error", fmt.Sprint(dumpErr))
+	} else {
+		log.Info("process hardened: non-dumpable, secret variables removed from the environment", "secret_vars", len(secretVars), "scrubbed", scrubbed)
 	}
 	gw, err := gateway.New(ctx, cfg, log, &gateway.Options{Redactor: redactor})
 	if err != nil {

@@ -80,6 +80,9 @@ type Misbehaviour struct {
 	// ErrorPacketOnInvoke, when set, answers every tool.invoke with a
 	// type=error packet carrying this code instead of an ack.
 	ErrorPacketOnInvoke string
+	// ProgressWithoutRequestID sends tool.progress.push with no
+	// request_id (the payload still names the tool_id).
+	ProgressWithoutRequestID bool
 }
 
 // Hello records one connector.hello as received.
@@ -1153,7 +1156,11 @@ func (c *conn) runTool(p *packet, chID, tool string, args map[string]any, mis Mi
 			}
 			raw, _ := json.Marshal(map[string]any{"tool_id": tool, "status": "running",
 				"message": fmt.Sprintf("step %d of %d", i, steps), "progress": float64(i) / float64(steps)})
-			c.write(&packet{RequestID: p.RequestID, Type: "tool.progress.push", ConnectorChannelID: strp(chID), Payload: raw})
+			reqID := p.RequestID
+			if mis.ProgressWithoutRequestID {
+				reqID = ""
+			}
+			c.write(&packet{RequestID: reqID, Type: "tool.progress.push", ConnectorChannelID: strp(chID), Payload: raw})
 			if mis.DisconnectMidInvoke {
 				c.ws.CloseNow()
 				return

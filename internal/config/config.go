@@ -474,10 +474,11 @@ func (c *Config) Path(p string) string {
 
 // ReadSecret returns the secret named by an env var or a file. The value is
 // trimmed of one trailing newline. Errors name the source, never the value.
+// A variable moved out of the environment by TakeSecretEnv is still found.
 func ReadSecret(envName, file string) (string, error) {
 	switch {
 	case envName != "":
-		v, ok := os.LookupEnv(envName)
+		v, ok := lookupSecretEnv(envName)
 		if !ok || v == "" {
 			return "", fmt.Errorf("environment variable %s is not set or empty", envName)
 		}

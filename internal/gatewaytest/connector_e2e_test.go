@@ -116,7 +116,7 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	}
 	res, err = c.Follow(ctx, ep, acc, agentclient.CallOptions{RecoverAfter: time.Second})
 	record(res)
-	if err != nil || res.State != "failed" || !strings.Contains(string(res.Payload), "agentgw:backend-unavailable") || !strings.Contains(string(res.Payload), `"retryable":true`) {
+	if err != nil || res.State != "failed" || !strings.Contains(string(res.Payload), `"code":"unavailable"`) || !strings.Contains(string(res.Payload), `"retryable":true`) {
 		t.Fatalf("call across a connector restart: %v %+v", err, res)
 	}
 	WaitFor(t, 20*time.Second, "echo after the connector restart", func() bool {

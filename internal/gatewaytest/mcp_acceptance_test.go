@@ -751,7 +751,7 @@ func (p *presenceLog) index(typ string, from int) int {
 }
 
 // TestMCPAcceptanceCrash: SIGKILL of the MCP server during a long-running
-// call fails the task agentgw:backend-unavailable (retryable); a presence
+// call fails the task with the reserved code unavailable (retryable); a presence
 // subscriber sees the endpoint go unavailable and come back; the bridge
 // restarts the server and a new call completes.
 func TestMCPAcceptanceCrash(t *testing.T) {
@@ -839,8 +839,8 @@ func TestMCPAcceptanceCrash(t *testing.T) {
 		} `json:"error"`
 	}
 	json.Unmarshal(outcome.Payload, &fail)
-	if outcome.State != "failed" || fail.Error.Code != "agentgw:backend-unavailable" || fail.Error.Retryable == nil || !*fail.Error.Retryable {
-		t.Fatalf("outcome %s %s, want failed agentgw:backend-unavailable retryable", outcome.State, outcome.Payload)
+	if outcome.State != "failed" || fail.Error.Code != "unavailable" || fail.Error.Retryable == nil || !*fail.Error.Retryable {
+		t.Fatalf("outcome %s %s, want failed unavailable retryable", outcome.State, outcome.Payload)
 	}
 	t.Logf("task %s: %s %s", acc.TaskID, outcome.State, outcome.Payload)
 

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -321,12 +322,23 @@ func TestTSClientStdioScriptedAgent(t *testing.T) {
 	x.waitState(t, wep, wid, "cancelled")
 }
 
-// startHTTP runs `agentgw mcp --http 127.0.0.1:0` and returns its URL.
+// startHTTP runs `agentgw mcp --http 127.0.0.1:0 --bearer-env …` and
+// returns its URL.
 func (x *e2e) startHTTP(tb testing.TB, bearer string, extra ...string) string {
 	tb.Helper()
-	args := x.mcpArgs(append([]string{"--http", "127.0.0.1:0", "--bearer-env", "MCPFRONT_TEST_BEARER"}, extra...)...)
+	u, _ := x.startHTTPArgs(tb, append([]string{"--bearer-env", "MCPFRONT_TEST_BEARER"}, extra...), "MCPFRONT_TEST_BEARER="+bearer)
+	return u
+}
+
+// startHTTPArgs runs `agentgw mcp --http 127.0.0.1:0` with extra arguments
+// and environment; it returns the URL and a copy of stderr so far.
+func (x *e2e) startHTTPArgs(tb testing.TB, extra []string, env ...string) (string, func() string) {
+	tb.Helper()
+	args := x.mcpArgs(append([]string{"--http", "127.0.0.1:0"}, extra...)...)
 	cmd := exec.Command(x.bin, args...)
-	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice", "MCPFRONT_TEST_BEARER="+bearer)
+	cmd.Env = append(append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice"), env...)
+	var mu sync.Mutex
+	var all strings.Builder
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -350,6 +362,9 @@ func (x *e2e) startHTTP(tb testing.TB, bearer string, extra ...string) string {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
+			mu.Lock()
+			all.WriteString(line + "\n")
+			mu.Unlock()
 			tb.Log("agentgw mcp: " + line)
 			if i := strings.Index(line, "on http://"); i >= 0 {
 				u := line[i+3:]
@@ -363,12 +378,79 @@ func (x *e2e) startHTTP(tb testing.TB, bearer string, extra ...string) string {
 			}
 		}
 	}()
+	snapshot := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return all.String()
+	}
 	select {
 	case u := <-urls:
-		return u
+		return u, snapshot
 	case <-time.After(60 * time.Second):
 		tb.Fatal("agentgw mcp --http printed no address")
-		return ""
+		return "", nil
+	}
+}
+
+// Without --bearer-env, --http on loopback still requires a token: a fresh
+// one is written to a 0600 file whose path (never the token) is printed.
+// No token → 401; the token from the file works for the real TS client.
+func TestTSClientHTTPGeneratedToken(t *testing.T) {
+	x := startE2E(t, false)
+	url, stderr := x.startHTTPArgs(t, []string{"--gateway", x.env.Domain, "--session-timeout", "5m"})
+	out := stderr()
+	i := strings.Index(out, "bearer token in ")
+	if i < 0 {
+		t.Fatalf("no token file announced on stderr:\n%s", out)
+	}
+	path := strings.Fields(out[i+len("bearer token in "):])[0]
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(data))
+	if len(token) < 20 {
+		t.Fatalf("token %d characters", len(token))
+	}
+	if strings.Contains(out, token) {
+		t.Fatal("the token itself was printed")
+	}
+
+	for _, auth := range []string{"", "Bearer wrong-" + token} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("request with Authorization %q: %d, want 401", auth, resp.StatusCode)
+		}
+	}
+
+	res := x.runClient(t, 2*time.Minute, map[string]any{
+		"transport": "http", "url": url, "bearer": token,
+		"steps": []any{
+			map[string]any{"op": "list"},
+			map[string]any{"op": "call", "tool": "weather.echo", "args": map[string]any{"message": "generated token"}},
+		},
+	})
+	if len(res.Steps[0].Tools) != 5 {
+		t.Fatalf("tools = %d", len(res.Steps[0].Tools))
+	}
+	if echo := res.Steps[1]; echo.Result == nil || !strings.Contains(text(echo.Result.Content[0]), "generated token") {
+		t.Fatalf("echo = %+v %+v", echo.Result, echo.Error)
 	}
 }
 
@@ -650,6 +732,9 @@ func TestMCPUsageErrors(t *testing.T) {
 	}{
 		{[]string{"mcp", "--jid", "a@b", "--tool-names", "fancy"}, "--tool-names must be mcp or strict"},
 		{[]string{"mcp", "--jid", "a@b", "--bearer-env", "X"}, "--bearer-env needs --http"},
+		{[]string{"mcp", "--jid", "a@b", "--bearer-file", "x"}, "--bearer-file needs --http"},
+		{[]string{"mcp", "--jid", "a@b", "--http", "127.0.0.1:0", "--bearer-env", "X", "--bearer-file", "x"}, "not both"},
+		{[]string{"mcp", "--jid", "a@b", "--http", "127.0.0.1:0", "--session-timeout", "0s"}, "--session-timeout must be positive"},
 		{[]string{"mcp", "--jid", "a@b", "--http", "0.0.0.0:0"}, "needs --bearer-env"},
 		{[]string{"mcp", "--jid", "a@b", "extra"}, "mcp takes no arguments"},
 	} {

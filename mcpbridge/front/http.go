@@ -13,19 +13,41 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// HTTPHandler serves the front over MCP streamable HTTP. When bearer is
-// not empty, every request must carry "Authorization: Bearer <bearer>";
-// others get 401 before the MCP layer sees them. Every session acts as
-// the one XMPP account, so the token is the only thing between a local
-// process and that account's agents.
-func (f *Front) HTTPHandler(bearer string) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{
-		Logger: f.log,
-	})
-	if bearer == "" {
-		return h
+// HTTPOptions configure the streamable HTTP front.
+type HTTPOptions struct {
+	// Bearer is the token every request must carry as "Authorization:
+	// Bearer <token>". Required: on loopback too, any local process (another
+	// user's, a browser page doing DNS rebinding) could otherwise act as
+	// the XMPP account.
+	Bearer string
+	// SessionTimeout closes an MCP session idle this long (no request in
+	// flight). Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
+}
+
+// DefaultSessionTimeout is how long an idle HTTP MCP session lives.
+const DefaultSessionTimeout = 30 * time.Minute
+
+// ErrNoBearer is returned by RunHTTP when no bearer token is configured.
+var ErrNoBearer = errors.New("front: the HTTP front needs a bearer token")
+
+// HTTPHandler serves the front over MCP streamable HTTP. Every request must
+// carry the bearer token; others get 401 before the MCP layer sees them.
+// Every session acts as the one XMPP account, so the token is the only
+// thing between a local process and that account's agents. An empty
+// token is a programming error and panics.
+func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
+	if o.Bearer == "" {
+		panic(ErrNoBearer)
 	}
-	want := sha256.Sum256([]byte(bearer))
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{
+		Logger:         f.log,
+		SessionTimeout: o.SessionTimeout,
+	})
+	want := sha256.Sum256([]byte(o.Bearer))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !bearerMatches(r.Header.Get("Authorization"), want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentgw-mcp"`)
@@ -50,13 +72,16 @@ func bearerMatches(header string, want [32]byte) bool {
 
 // RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on
 // ln until ctx is done.
-func (f *Front) RunHTTP(ctx context.Context, ln net.Listener, bearer string) error {
+func (f *Front) RunHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
+	if o.Bearer == "" {
+		return ErrNoBearer
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f.initial(ctx)
 	go f.poll(ctx)
 	srv := &http.Server{
-		Handler:           f.HTTPHandler(bearer),
+		Handler:           f.HTTPHandler(o),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

@@ -43,7 +43,7 @@ func TestHTTPWithBearer(t *testing.T) {
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "echo@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := newFront(t, fa, Options{})
-	srv := httptest.NewServer(f.HTTPHandler("s3cret"))
+	srv := httptest.NewServer(f.HTTPHandler(HTTPOptions{Bearer: "s3cret"}))
 	defer srv.Close()
 
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))

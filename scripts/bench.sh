@@ -2,7 +2,7 @@
 # make bench: build everything, run every benchmark scenario for a bounded
 # time (each go test run starts its own private Prosody, the gateway and
 # the backends it needs: server-everything, the reference connector), then
-# write docs/benchmarks.md with `go run ./internal/benchreport`. Targets
+# write docs/benchmarks.md with `go run ./tools/benchreport`. Targets
 # that are missed get a profile of their hot path, taken in a second,
 # shorter run. The whole thing stays under 15 minutes on the 2-core
 # machines.
@@ -78,7 +78,7 @@ bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1
 load "end of the measured runs"
 
 # Profiles of missed targets, in shorter runs of their own.
-go run ./internal/benchreport -results "$OUT" -missed >"$OUT/missed.txt" || failed=1
+go run ./tools/benchreport -results "$OUT" -missed >"$OUT/missed.txt" || failed=1
 while IFS=$'\t' read -r id pkg re benchtime kind; do
 	[ -n "$id" ] || continue
 	if [ $(($(date +%s) - START)) -gt 720 ]; then
@@ -104,7 +104,7 @@ while IFS=$'\t' read -r id pkg re benchtime kind; do
 
 done <"$OUT/missed.txt"
 
-go run ./internal/benchreport -results "$OUT" -out docs/benchmarks.md || exit 1
+go run ./tools/benchreport -results "$OUT" -out docs/benchmarks.md || exit 1
 echo "bench: done in $(($(date +%s) - START)) s; raw results in $OUT"
 if [ "$failed" != 0 ]; then
 	echo "bench: some benchmarks failed; their rows read 'not measured'" >&2

@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 bash scripts/install-deps.sh
 go build -o bin/agentgw ./cmd/agentgw
-exec go run ./internal/demo
+exec go run ./tools/demo

@@ -134,7 +134,7 @@ exact in both modes.
   second half of the 20-minute run of 2026-11-29 (13.55 MB at 4 min,
   14.41 MB from 15 min on, in steps), within the 0.5 MB/min limit. Two
   earlier suspects are ruled out: `startTimes` in
-  `internal/gateway/observe.go` compacts settled task IDs out of its
+  `gateway/observe.go` compacts settled task IDs out of its
   order slice, and the writer sets `journal_size_limit` (16 MiB), so the
   WAL is truncated after checkpoints. The rest of the cause is not pinned
   down; the step shape fits slices that double as the bounded caches

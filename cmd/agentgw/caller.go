@@ -14,9 +14,9 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 )
 
 // callerFlags are the C2S login flags shared by agents, tools, call, task

@@ -9,8 +9,8 @@ import (
 	"runtime/debug"
 
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/gateway"
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/procsec"
 )

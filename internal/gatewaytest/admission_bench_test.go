@@ -17,9 +17,9 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
-	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"

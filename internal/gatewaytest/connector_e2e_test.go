@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/agentclient"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"

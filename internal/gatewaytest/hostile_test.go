@@ -21,11 +21,11 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 )
 
 // hostileCase is one hostile input. run sends it and reports what came

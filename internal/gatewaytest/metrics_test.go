@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 )
 

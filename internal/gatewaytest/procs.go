@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
-	"github.com/agentgw/agentgw/internal/xmppclient"
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )

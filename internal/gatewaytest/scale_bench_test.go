@@ -1,7 +1,7 @@
 package gatewaytest
 
 // Scale and end-to-end benchmarks for `make bench` (scripts/bench.sh, which
-// turns their metrics into docs/benchmarks.md through internal/benchreport).
+// turns their metrics into docs/benchmarks.md through tools/benchreport).
 // Each one does a bounded amount of work inside a single run: run them with
 // -benchtime=1x. AGENTGW_BENCH_SECONDS sets how long each timed phase of the
 // echo benchmarks lasts (default 8). Metric names are read by benchreport:
@@ -32,16 +32,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/agentclient"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
 )
 
 const (

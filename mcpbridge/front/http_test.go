@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentgw/agentgw/internal/agentclient"
+	"github.com/agentgw/agentgw/agentclient"
 )
 
 func TestBearerMatches(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 

@@ -82,7 +82,7 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
       flat  flat%   sum%        cum   cum%
      0.01s  0.31%  0.31%      2.50s 78.12%  runtime.goexit
          0     0%  0.31%      1.20s 37.50%  github.com/agentgw/agentgw/tasks.(*Engine).runBatch
-         0     0%  0.31%      1.00s 31.25%  github.com/agentgw/agentgw/internal/agentclient.(*Client).Invoke
+         0     0%  0.31%      1.00s 31.25%  github.com/agentgw/agentgw/agentclient.(*Client).Invoke
      0.90s 28.12% 28.43%      0.90s 28.12%  syscall.Syscall
 `
 	if err := os.WriteFile(filepath.Join(dir, "pprof-admission-rate.txt"), []byte(prof), 0o644); err != nil {

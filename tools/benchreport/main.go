@@ -4,8 +4,8 @@
 // their ratio and the target, the machine the run happened on, and for
 // each missed target the profile of its hot path.
 //
-//	go run ./internal/benchreport -results DIR -out docs/benchmarks.md
-//	go run ./internal/benchreport -results DIR -missed   # what to profile
+//	go run ./tools/benchreport -results DIR -out docs/benchmarks.md
+//	go run ./tools/benchreport -results DIR -missed   # what to profile
 //
 // DIR holds bench.txt (the concatenated go test output), optionally
 // load.txt (lines of /proc/loadavg taken during the run, "label: ...") and

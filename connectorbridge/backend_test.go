@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -622,4 +623,65 @@ func TestProgressRoutedByRequestOnly(t *testing.T) {
 	// Caller A's progress keeps arriving on the connector's schedule, not
 	// caller B's: wait for the drop to be logged rather than assume it was.
 	e.waitLog("tool.progress.push without request_id")
+}
+
+// gatedAvailability holds the first "up" until gate is closed, freezing a
+// projection between reading the state and publishing availability; done
+// is closed once that "up" has been recorded.
+type gatedAvailability struct {
+	fakeAvailability
+	held, gate, done chan struct{}
+	once             sync.Once
+}
+
+func (g *gatedAvailability) SetAvailable(endpoint string, up bool) {
+	first := false
+	if up {
+		g.once.Do(func() { first = true })
+	}
+	if first {
+		close(g.held)
+		<-g.gate
+	}
+	g.fakeAvailability.SetAvailable(endpoint, up)
+	if first {
+		close(g.done)
+	}
+}
+
+// TestCloseNotUndoneByProjection: a projection that read "up" before Close
+// must not mark the agent available after Close marked it down.
+func TestCloseNotUndoneByProjection(t *testing.T) {
+	e := newEnv(t)
+	g := &gatedAvailability{held: make(chan struct{}), gate: make(chan struct{}), done: make(chan struct{})}
+	var release sync.Once
+	b := e.start(func(o *Options) { o.Availability = g })
+	t.Cleanup(func() { release.Do(func() { close(g.gate) }) })
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was never marked available")
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	// Without the fix Close returns while the projection is held; with it
+	// Close waits for that projection, so give it a bounded head start.
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+	}
+	release.Do(func() { close(g.gate) })
+	for _, ch := range []chan struct{}{g.done, closed} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held projection or Close did not finish")
+		}
+	}
+	g.mu.Lock()
+	calls := append([]bool(nil), g.log...)
+	g.mu.Unlock()
+	if g.get(e.endpoint) {
+		t.Errorf("available after Close (SetAvailable calls: %v)", calls)
+	}
 }

@@ -105,15 +105,25 @@ func (b *Backend) Start(ctx context.Context) error {
 	go b.runProjector(loop)
 	<-loop.Done()
 	b.c.Close()
-	b.setAvailable(false)
+	b.markDown()
 	return nil
 }
 
 // Close stops the backend, closing the channel route and the data plane.
 func (b *Backend) Close() error {
 	err := b.c.Close()
-	b.setAvailable(false)
+	b.markDown()
 	return err
+}
+
+// markDown marks the agent unavailable once the client is closed. It takes
+// projMu: a projection in flight may have read "up" before the close, and
+// must not publish it after this. Later projections see the detached data
+// plane and compute "down" themselves.
+func (b *Backend) markDown() {
+	b.projMu.Lock()
+	defer b.projMu.Unlock()
+	b.setAvailable(false)
 }
 
 func (c *Client) fatalErr() error {

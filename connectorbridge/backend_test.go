@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,9 +29,7 @@ func TestDiscoveryToManifest(t *testing.T) {
 	if v.Implementation.Name != "Reference Connector" || v.Implementation.Version != "1.0.0" {
 		t.Errorf("implementation = %+v", v.Implementation)
 	}
-	if !e.avail.get(e.endpoint) {
-		t.Error("agent not marked available")
-	}
+	e.waitAvailable(true, "the agent to be marked available")
 	h := e.srv.Hellos()
 	if len(h) != 1 || h[0].ConnectorID != "" || h[0].ProtocolVersion != "3.0" || h[0].ConnectorCardID != "im.refconnector" || len(h[0].SupportedProfiles) == 0 {
 		t.Errorf("hello = %+v", h)
@@ -404,16 +403,16 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	v := e.waitTools(4)
+	// Otherwise "unavailable once offline" below would hold trivially.
+	e.waitAvailable(true, "the agent to be available before the failures")
 
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 503})
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOffline }, "offline after three failures")
-	logs := e.logs.String()
-	if !strings.Contains(logs, "connector health degraded") || !strings.Contains(logs, "connector offline") {
-		t.Errorf("no degraded/offline log lines")
-	}
-	if e.avail.get(e.endpoint) {
-		t.Error("offline agent still available")
-	}
+	// Availability and the offline log line follow the state change
+	// asynchronously (projector goroutine; setHealth logs after unlocking).
+	e.waitLog("connector health degraded")
+	e.waitLog("connector offline")
+	e.waitAvailable(false, "the offline agent to be marked unavailable")
 	_, fail, _, _ := func() (*tasks.ToolResult, *tasks.Failure, string, []tasks.Progress) {
 		o := b.o.ReadyWait
 		b.o.ReadyWait = 100 * time.Millisecond
@@ -428,9 +427,8 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 401})
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "authentication failure")
-	if !strings.Contains(e.logs.String(), "rejected the system API key") {
-		t.Error("no authentication-failure log line")
-	}
+	e.waitLog("rejected the system API key")
+	e.waitAvailable(false, "the unauthorized agent to be marked unavailable")
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOK && b.Client().ChannelID() != "" }, "recovery after 401")
 
@@ -453,7 +451,9 @@ func TestWrongAPIKey(t *testing.T) {
 	e := newEnv(t)
 	b := e.start(func(o *Options) { o.APIKey = "sk-wrong-key-000" })
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "unauthorized")
-	if e.avail.get(e.endpoint) {
+	// Not a snapshot of the current value (which would race the
+	// projector): the agent must never have been marked available.
+	if e.avail.everUp() {
 		t.Error("available with a rejected key")
 	}
 	err := b.Health(context.Background())
@@ -620,7 +620,68 @@ func TestProgressRoutedByRequestOnly(t *testing.T) {
 	if len(prog) != 0 {
 		t.Errorf("progress without request_id was attributed: %+v", prog)
 	}
-	if !strings.Contains(e.logs.String(), "tool.progress.push without request_id") {
-		t.Error("dropped progress not logged")
+	// Caller A's progress keeps arriving on the connector's schedule, not
+	// caller B's: wait for the drop to be logged rather than assume it was.
+	e.waitLog("tool.progress.push without request_id")
+}
+
+// gatedAvailability holds the first "up" until gate is closed, freezing a
+// projection between reading the state and publishing availability; done
+// is closed once that "up" has been recorded.
+type gatedAvailability struct {
+	fakeAvailability
+	held, gate, done chan struct{}
+	once             sync.Once
+}
+
+func (g *gatedAvailability) SetAvailable(endpoint string, up bool) {
+	first := false
+	if up {
+		g.once.Do(func() { first = true })
+	}
+	if first {
+		close(g.held)
+		<-g.gate
+	}
+	g.fakeAvailability.SetAvailable(endpoint, up)
+	if first {
+		close(g.done)
+	}
+}
+
+// TestCloseNotUndoneByProjection: a projection that read "up" before Close
+// must not mark the agent available after Close marked it down.
+func TestCloseNotUndoneByProjection(t *testing.T) {
+	e := newEnv(t)
+	g := &gatedAvailability{held: make(chan struct{}), gate: make(chan struct{}), done: make(chan struct{})}
+	var release sync.Once
+	b := e.start(func(o *Options) { o.Availability = g })
+	t.Cleanup(func() { release.Do(func() { close(g.gate) }) })
+	select {
+	case <-g.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was never marked available")
+	}
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	// Without the fix Close returns while the projection is held; with it
+	// Close waits for that projection, so give it a bounded head start.
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+	}
+	release.Do(func() { close(g.gate) })
+	for _, ch := range []chan struct{}{g.done, closed} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held projection or Close did not finish")
+		}
+	}
+	g.mu.Lock()
+	calls := append([]bool(nil), g.log...)
+	g.mu.Unlock()
+	if g.get(e.endpoint) {
+		t.Errorf("available after Close (SetAvailable calls: %v)", calls)
 	}
 }

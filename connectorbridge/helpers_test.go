@@ -217,6 +217,36 @@ func (a *fakeAvailability) get(endpoint string) bool {
 	return a.up[endpoint]
 }
 
+// everUp reports whether the agent was ever marked available.
+func (a *fakeAvailability) everUp() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, up := range a.log {
+		if up {
+			return true
+		}
+	}
+	return false
+}
+
+// waitAvailable waits until the agent is marked up (or down). The backend
+// publishes availability from its projector goroutine after a state change
+// (health, data plane, descriptor), so it lags the Client's accessors
+// (HealthState, ConnectorID): reading it right after one of those changed
+// races the projector.
+func (e *env) waitAvailable(up bool, what string) {
+	e.t.Helper()
+	waitUntil(e.t, 5*time.Second, func() bool { return e.avail.get(e.endpoint) == up }, what)
+}
+
+// waitLog waits until the gateway log contains want. Some lines are
+// written just after the state they report becomes visible (setHealth logs
+// after releasing its lock), so a check right after that state races them.
+func (e *env) waitLog(want string) {
+	e.t.Helper()
+	waitUntil(e.t, 5*time.Second, func() bool { return strings.Contains(e.logs.String(), want) }, fmt.Sprintf("the log line %q", want))
+}
+
 // manifestSchema is the normative manifest JSON Schema of the spec's
 // "Manifest Model" section, copied verbatim.
 const manifestSchema = `{

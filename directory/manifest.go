@@ -60,7 +60,7 @@ var ManifestLimits = ijson.Limits{
 var ManifestSchemaJSON []byte
 
 var manifestSchema = func() *schema.Schema {
-	s, err := schema.Compile(ManifestSchemaJSON)
+	s, err := schema.CompileTrusted(ManifestSchemaJSON)
 	if err != nil {
 		panic("directory: the embedded manifest schema does not compile: " + err.Error())
 	}

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 
@@ -157,7 +158,33 @@ func (s *Schema) ObjectRoot() bool { return s.objectRoot }
 
 // CompileDocument compiles a value produced by ijson.Parse (so already within
 // some limits). doc is not modified and must not be modified afterwards.
-func CompileDocument(doc any) (s *Schema, err error) {
+func CompileDocument(doc any) (*Schema, error) {
+	return compileDocument(doc, compileRegexp)
+}
+
+// CompileTrusted is Compile for a schema this program ships (the normative
+// manifest and lifecycle schemas), never for one from a backend or a peer.
+// Its patterns run on Go's RE2 engine, which is linear in the input, so
+// they need no match timeout. They must not have one: the timeout is wall
+// clock time, and on a loaded host a trivial match can exceed it, which
+// would drop a valid stored manifest from the directory at start or fail
+// a task's lifecycle event. A pattern RE2 cannot compile is a programming
+// error, reported like any other compile error.
+func CompileTrusted(data []byte) (*Schema, error) {
+	doc, err := ijson.Parse(data, Limits)
+	if err != nil {
+		return nil, &Error{Reason: "schema is not I-JSON"}
+	}
+	return CompileTrustedDocument(doc)
+}
+
+// CompileTrustedDocument is CompileDocument for a schema this program
+// ships; see CompileTrusted.
+func CompileTrustedDocument(doc any) (*Schema, error) {
+	return compileDocument(doc, compileRE2)
+}
+
+func compileDocument(doc any, engine jsonschema.RegexpEngine) (s *Schema, err error) {
 	if err := check(doc, "", 0); err != nil {
 		return nil, err
 	}
@@ -171,7 +198,7 @@ func CompileDocument(doc any) (s *Schema, err error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refusingLoader{})
-	c.UseRegexpEngine(compileRegexp)
+	c.UseRegexpEngine(engine)
 	if err := c.AddResource(baseURL, doc); err != nil {
 		return nil, &Error{Reason: "schema could not be compiled"}
 	}
@@ -213,6 +240,14 @@ func compileRegexp(s string) (jsonschema.Regexp, error) {
 	}
 	re.MatchTimeout = MatchTimeout
 	return (*ecmaRegexp)(re), nil
+}
+
+// compileRE2 is the engine of trusted schemas (CompileTrusted).
+func compileRE2(s string) (jsonschema.Regexp, error) {
+	if len(s) > MaxPatternBytes {
+		return nil, errPatternTooLong
+	}
+	return regexp.Compile(s)
 }
 
 // ecmaRegexp adapts regexp2 to the library's Regexp, whose MatchString

@@ -364,3 +364,24 @@ func BenchmarkCacheHit(b *testing.B) {
 		}
 	}
 }
+
+// TestTrustedSchemasNeverTimeOut: the schemas the gateway ships run their
+// patterns on RE2, so even a pattern that is exponential on a backtracking
+// engine answers at once, with a plain pattern failure and no timeout (a
+// wall-clock timeout on a loaded host once dropped a valid stored manifest
+// from the directory at start). RE2 is also what rejects lookahead there.
+func TestTrustedSchemasNeverTimeOut(t *testing.T) {
+	doc := `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}}}`
+	sch, err := CompileTrusted([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sch.Validate(mustParse(t, `{"s":"`+strings.Repeat("a", 100000)+`!"}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.TimedOut || errors.Is(err, ErrTimeout) || len(ve.Failures) != 1 || ve.Failures[0].Keyword != "pattern" {
+		t.Fatalf("got %v, want a plain pattern failure", err)
+	}
+	if _, err := CompileTrusted([]byte(`{"type":"string","pattern":"^(?=a)"}`)); err == nil {
+		t.Fatal("a trusted schema compiled a lookahead: not RE2")
+	}
+}

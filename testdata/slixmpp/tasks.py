@@ -11,9 +11,11 @@ cancellation and its races, failure and deadline expiry, with gap-free
 revisions and spec-shaped event payloads throughout.
 """
 
+import asyncio
 import datetime
 import json
 import secrets
+import time
 
 from agentcheck import *  # noqa: F401,F403
 
@@ -82,6 +84,18 @@ class Tasks:
 
     async def state(self, task_id):
         return await self.x.result("get", self.ep, el(TASK, "task-state-request", task_id=task_id), q(TASK, "task-state"))
+
+    async def state_until(self, task_id, want, timeout=30):
+        """Polls task-state, as a recovering caller would, until the task
+        is in state want; returns that task-state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = await self.state(task_id)
+            if st.get("state") == want:
+                return st
+            expect(st.get("state") == "accepted" and time.monotonic() < deadline,
+                   "task-state %s@%s while waiting for %s", st.get("state"), st.get("revision"), want)
+            await asyncio.sleep(0.02)
 
     async def task_result(self, task_id):
         return await self.x.result("get", self.ep, el(TASK, "task-result-request", task_id=task_id), q(TASK, "task-result"))
@@ -233,10 +247,19 @@ class Tasks:
             await self.x.error("get", self.ep, el(TASK, "task-result-request", task_id=tid), "unexpected-request")
             await self.x.error("get", self.ep, el(TASK, "task-state-request", task_id="bad id"), "bad-request")
             await self.x.error("get", self.ep, el(TASK, "task-state-request", task_id=new_id("task-")), "item-not-found")
-            st = await self.state(tid)
-            await self.x.result("set", self.ep, cancel_el(tid, int(st.get("revision"))), q(TASK, "cancel-accepted"))
-            await self.terminal(tid)
-            emit("recovery-errors", task=tid)
+            # Cancel with the revision recovered from task-state. Dispatch
+            # (accepted@0 -> running@1) commits after the <accepted/> reply,
+            # so a revision read while the task is still accepted can go
+            # stale before the cancel arrives, and the target must then
+            # answer conflict. Once running, the wait tool commits nothing
+            # until cancelled, so that revision stays current.
+            st = await self.state_until(tid, "running")
+            rev = int(st.get("revision"))
+            acc = await self.x.result("set", self.ep, cancel_el(tid, rev), q(TASK, "cancel-accepted"))
+            expect(acc.get("revision") == str(rev + 1), "cancel-accepted revision %r, want %d", acc.get("revision"), rev + 1)
+            ev = await self.terminal(tid)
+            expect(ev["type"] == "cancelled" and ev["revision"] == rev + 2, "settled %s@%d, want cancelled@%d", ev["type"], ev["revision"], rev + 2)
+            emit("recovery-errors", task=tid, cancel_revision=rev + 1)
 
 
 async def scenario(x):

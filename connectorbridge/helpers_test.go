@@ -19,6 +19,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
@@ -412,7 +413,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	e.srv = srv
 	t.Cleanup(srv.Close)
-	db, err := store.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"))
+	db, err := store.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"), bindingsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/store"
@@ -427,7 +428,7 @@ func TestOptionsFromConfig(t *testing.T) {
 }
 
 func TestBindingSchemaInvariants(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir()+"/s.db")
+	db, err := store.Open(context.Background(), t.TempDir()+"/s.db", bindingsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -368,7 +368,7 @@ func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *store.DB {
 	}
 	octx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	db, err := store.Open(octx, path)
+	db, err := gateway.OpenStore(octx, path)
 	if err != nil {
 		d.fail("store", "cannot open %s: %s — check the path, its permissions, and that the file is an agentgw SQLite database", path, strings.TrimPrefix(err.Error(), "store: "))
 		return nil

@@ -6,19 +6,20 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/federation"
+	"github.com/agentgw/agentgw/federation/grantstoretest"
 	"github.com/agentgw/agentgw/internal/store"
 )
 
 func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "gw.db")
-	gwDB, err := store.Open(ctx, path)
+	gwDB, err := store.Open(ctx, path, Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gwDB.Close()
 	// The CLI opens the same file separately, as `agentgw trust` does.
-	cliDB, err := store.Open(ctx, path)
+	cliDB, err := store.Open(ctx, path, Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +69,20 @@ func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
 	if removed, _ := cli.Revoke(ctx, "nobody@a.test", "", federation.ScopeInvocation); removed {
 		t.Fatal("revoking a missing grant reported removal")
 	}
+}
+
+func TestConformance(t *testing.T) {
+	grantstoretest.Exercise(t, func(t *testing.T) (federation.GrantStore, federation.GrantStore) {
+		path := filepath.Join(t.TempDir(), "gw.db")
+		var handles [2]federation.GrantStore
+		for i := range handles {
+			db, err := store.Open(context.Background(), path, Migrations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			handles[i] = New(db)
+		}
+		return handles[0], handles[1]
+	})
 }

@@ -18,7 +18,7 @@ var now = time.Date(2026, 7, 27, 19, 14, 1, 0, time.UTC)
 
 func open(t *testing.T) (*store.DB, *tasksqlite.Driver) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"), tasksqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}

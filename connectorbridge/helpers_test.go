@@ -375,6 +375,7 @@ type env struct {
 	apiKey    string
 	formToken string
 	db        *store.DB
+	bindings  *bindingsqlite.Store
 	logs      *syncBuffer
 	srvLogs   *syncBuffer
 	pub       *fakePublisher
@@ -418,6 +419,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 		t.Fatal(err)
 	}
 	e.db = db
+	e.bindings = bindingsqlite.New(db)
 	t.Cleanup(func() { db.Close() })
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -446,7 +448,7 @@ func (e *env) options() Options {
 func (e *env) backendOptions(mod func(*Options)) Options {
 	o := e.options()
 	o.BaseURL = e.srv.URL()
-	o.Store = e.db
+	o.Bindings = e.bindings
 	o.Publisher = e.pub
 	o.Availability = e.avail
 	if mod != nil {
@@ -486,7 +488,7 @@ func (e *env) client() *Client {
 	e.t.Helper()
 	o := e.options()
 	o.BaseURL = e.srv.URL()
-	o.Store = e.db
+	o.Bindings = e.bindings
 	c, err := NewClient(o)
 	if err != nil {
 		e.t.Fatal(err)

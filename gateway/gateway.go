@@ -15,6 +15,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
@@ -61,6 +62,9 @@ type Gateway struct {
 	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
+	// bindings is the one connector binding driver of DB, shared by the
+	// connector agents so that its card claims cover them all.
+	bindings *bindingsqlite.Store
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 }
@@ -102,6 +106,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.DB.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
+	g.bindings = bindingsqlite.New(g.DB)
 	g.Registry, err = directory.NewRegistry(ctx, dirsqlite.New(g.DB), log)
 	if err != nil {
 		return nil, err

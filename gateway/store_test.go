@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation"
@@ -97,6 +98,17 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	}
 	if err := grants.Grant(ctx, federation.Grant{Principal: "other.example", Scope: federation.ScopeVisibility}); err != nil {
 		t.Fatal(err)
+	}
+
+	// Connector bindings: the authenticated binding reads back; a new
+	// channel moves its generation.
+	bindings := bindingsqlite.New(db)
+	b, err := bindings.Binding(ctx, "im@agents.example.test", "im.example")
+	if err != nil || b.ConnectorID != "conn_1" || b.ChannelID != "cch_1" || !b.Authenticated || b.Generation != 1 {
+		t.Fatalf("binding = %+v, %v", b, err)
+	}
+	if g, err := bindings.SetChannel(ctx, "im@agents.example.test", "im.example", "cch_2", true); err != nil || g != 2 {
+		t.Fatalf("set channel: %d %v", g, err)
 	}
 
 	// Tasks: the running task with its delegation depth and event reads

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
@@ -505,7 +506,9 @@ func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a confi
 		return
 	}
 	o.Logger = d.log
-	o.Store = db
+	if db != nil {
+		o.Bindings = bindingsqlite.New(db)
+	}
 	o.RequestTimeout = d.timeout
 	b, err := connectorbridge.New(o)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/directory/dirdb"
+	"github.com/agentgw/agentgw/directory/dirdbtest"
 	"github.com/agentgw/agentgw/internal/store"
 )
 
@@ -75,4 +76,20 @@ func TestStoreGuards(t *testing.T) {
 	if err != nil || len(rows) != 0 || gen != 5 {
 		t.Fatalf("load gen %d rows %d err %v", gen, len(rows), err)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	dirdbtest.Exercise(t, func(t *testing.T) (dirdb.Driver, dirdb.Driver) {
+		path := filepath.Join(t.TempDir(), "d.db")
+		var handles [2]dirdb.Driver
+		for i := range handles {
+			db, err := store.Open(context.Background(), path, Migrations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			handles[i] = New(db)
+		}
+		return handles[0], handles[1]
+	})
 }

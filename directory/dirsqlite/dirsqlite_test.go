@@ -10,6 +10,7 @@ import (
 	"github.com/agentgw/agentgw/directory/dirdb"
 	"github.com/agentgw/agentgw/directory/dirdbtest"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/store/storetest"
 )
 
 func open(t *testing.T) (*Store, *store.DB) {
@@ -80,16 +81,7 @@ func TestStoreGuards(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	dirdbtest.Exercise(t, func(t *testing.T) (dirdb.Driver, dirdb.Driver) {
-		path := filepath.Join(t.TempDir(), "d.db")
-		var handles [2]dirdb.Driver
-		for i := range handles {
-			db, err := store.Open(context.Background(), path, Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			handles[i] = New(db)
-		}
-		return handles[0], handles[1]
+		a, b := storetest.OpenTwo(t, Migrations)
+		return New(a), New(b)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantstoretest"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/store/storetest"
 )
 
 func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
@@ -73,16 +74,7 @@ func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	grantstoretest.Exercise(t, func(t *testing.T) (federation.GrantStore, federation.GrantStore) {
-		path := filepath.Join(t.TempDir(), "gw.db")
-		var handles [2]federation.GrantStore
-		for i := range handles {
-			db, err := store.Open(context.Background(), path, Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			handles[i] = New(db)
-		}
-		return handles[0], handles[1]
+		a, b := storetest.OpenTwo(t, Migrations)
+		return New(a), New(b)
 	})
 }

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/store"
 )
 
 // Options configure one connector-backed agent. Zero durations take the
@@ -32,9 +32,10 @@ type Options struct {
 	// version prefix used instead of connector.version.
 	Name, Title, Description, Version string
 
-	// Store keeps the channel binding, connector_id, Card and Skill
-	// snapshots. Nil keeps them in memory only.
-	Store *store.DB
+	// Bindings keeps the channel binding, connector_id, Card and Skill
+	// snapshots, and the live claims on Connector Cards; share one driver
+	// between the agents of one store. Nil keeps them in memory only.
+	Bindings bindingdb.Driver
 	// Publisher registers manifest versions (Backend only); nil builds
 	// manifests without publishing them.
 	Publisher Publisher
@@ -210,8 +211,8 @@ func NewClient(o Options) (*Client, error) {
 		}
 	}
 	c.wsHTTP = c.http
-	if o.Store != nil {
-		c.st = &bindingStore{db: o.Store, endpoint: o.Endpoint}
+	if o.Bindings != nil {
+		c.st = &bindingStore{d: o.Bindings, endpoint: o.Endpoint}
 	}
 	return c, nil
 }
@@ -291,7 +292,7 @@ func (c *Client) discover(ctx context.Context) error {
 	c.mu.Unlock()
 	if first {
 		if c.supervised {
-			if err := claimCard(c.o.Store, card.ConnectorCardID, c.o.Endpoint); err != nil {
+			if err := claimCard(ctx, c.o.Bindings, card.ConnectorCardID, c.o.Endpoint); err != nil {
 				c.mu.Lock()
 				c.fatal = err
 				c.mu.Unlock()
@@ -958,7 +959,7 @@ func (c *Client) Close() error {
 		cardID, live := c.claimed, c.liveClaim
 		c.mu.Unlock()
 		if live {
-			releaseCard(c.o.Store, cardID, c.o.Endpoint)
+			releaseCard(c.o.Bindings, cardID, c.o.Endpoint)
 		}
 	})
 	return nil

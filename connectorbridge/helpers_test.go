@@ -19,6 +19,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
@@ -404,6 +405,7 @@ type env struct {
 	apiKey    string
 	formToken string
 	db        *store.DB
+	bindings  *bindingsqlite.Store
 	logs      *syncBuffer
 	srvLogs   *syncBuffer
 	pub       *fakePublisher
@@ -442,11 +444,12 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	e.srv = srv
 	t.Cleanup(srv.Close)
-	db, err := store.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"))
+	db, err := store.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"), bindingsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.db = db
+	e.bindings = bindingsqlite.New(db)
 	t.Cleanup(func() { db.Close() })
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -475,7 +478,7 @@ func (e *env) options() Options {
 func (e *env) backendOptions(mod func(*Options)) Options {
 	o := e.options()
 	o.BaseURL = e.srv.URL()
-	o.Store = e.db
+	o.Bindings = e.bindings
 	o.Publisher = e.pub
 	o.Availability = e.avail
 	if mod != nil {
@@ -515,7 +518,7 @@ func (e *env) client() *Client {
 	e.t.Helper()
 	o := e.options()
 	o.BaseURL = e.srv.URL()
-	o.Store = e.db
+	o.Bindings = e.bindings
 	c, err := NewClient(o)
 	if err != nil {
 		e.t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/store"
@@ -427,7 +428,7 @@ func TestOptionsFromConfig(t *testing.T) {
 }
 
 func TestBindingSchemaInvariants(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir()+"/s.db")
+	db, err := store.Open(context.Background(), t.TempDir()+"/s.db", bindingsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +439,7 @@ func TestBindingSchemaInvariants(t *testing.T) {
 	if _, err := db.Write.Exec(`INSERT INTO connector_bindings (endpoint, connector_card_id, auth_state) VALUES ('a@b.c', 'im.x', 'maybe')`); err == nil {
 		t.Error("an unknown auth_state was accepted")
 	}
-	st := &bindingStore{db: db, endpoint: "a@b.c"}
+	st := &bindingStore{d: bindingsqlite.New(db), endpoint: "a@b.c"}
 	ctx := context.Background()
 	g1, err := st.setChannel(ctx, "im.x", "cch_1", true)
 	if err != nil || g1 != 1 {

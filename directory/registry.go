@@ -11,19 +11,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/directory/dirdb"
 )
 
-// Registry is the directory: the Admin operations write through to SQLite
-// (directory/dirsqlite), and the Reader operations answer from an immutable
-// in-memory snapshot that is swapped atomically after every committed
-// change, so readers never lock or touch the database.
+// Registry is the directory: the Admin operations write through to a
+// dirdb.Driver (directory/dirsqlite in production), and the Reader
+// operations answer from an immutable in-memory snapshot that is swapped
+// atomically after every committed change, so readers never lock or touch
+// the database.
 //
 // Changes made by another process on the same store (the `agentgw admin`
 // command) become visible when Watch notices the change generation move.
 type Registry struct {
-	store *dirsqlite.Store
+	store dirdb.Driver
 	log   *slog.Logger
 
 	snap atomic.Pointer[snapshot]
@@ -46,14 +46,17 @@ var (
 	_ Admin  = (*Registry)(nil)
 )
 
-// NewRegistry loads the directory from db. Stored versions that no longer
+// NewRegistry loads the directory from the driver d. Stored versions that no longer
 // load (corrupt bytes, hash mismatch) are logged by endpoint and version and
 // left out of the index.
-func NewRegistry(ctx context.Context, db *store.DB, log *slog.Logger) (*Registry, error) {
+func NewRegistry(ctx context.Context, d dirdb.Driver, log *slog.Logger) (*Registry, error) {
+	if d == nil {
+		panic("directory: NewRegistry with a nil driver")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{store: dirsqlite.New(db), log: log}
+	r := &Registry{store: d, log: log}
 	r.snap.Store(emptySnapshot)
 	// The first load parses every stored manifest, and with the default
 	// GOGC the garbage of a large directory roughly doubles the process's
@@ -170,7 +173,7 @@ func (r *Registry) refresh(ctx context.Context, fresh *Manifest) (bool, error) {
 	loaded := make(map[[2]string]*Manifest)
 	gen, rows, err := r.store.Load(ctx,
 		func(e, v, h string) bool { return have(e, v, h) == nil },
-		func(row dirsqlite.Version) error {
+		func(row dirdb.Version) error {
 			m, err := loadStored(row)
 			if err != nil {
 				r.log.Error("directory: a stored manifest version does not load; it is left out of the index",
@@ -219,7 +222,7 @@ func (r *Registry) refresh(ctx context.Context, fresh *Manifest) (bool, error) {
 
 // unchanged reports whether rows describe exactly old's versions and active
 // pointers.
-func unchanged(old *snapshot, rows []dirsqlite.Version) bool {
+func unchanged(old *snapshot, rows []dirdb.Version) bool {
 	n := 0
 	for _, row := range rows {
 		e := old.endpoints[row.Endpoint]
@@ -242,7 +245,7 @@ func unchanged(old *snapshot, rows []dirsqlite.Version) bool {
 // registration; tool schemas are not compiled again (the task engine
 // compiles them on use), but the bytes must still be canonical and match
 // the stored hash and key.
-func loadStored(row dirsqlite.Version) (*Manifest, error) {
+func loadStored(row dirdb.Version) (*Manifest, error) {
 	m, err := parseManifest(row.Canonical, false)
 	if err != nil {
 		return nil, err
@@ -446,7 +449,7 @@ func (r *Registry) RemoveEndpoint(ctx context.Context, endpoint string) error {
 				}
 			}
 			err = r.store.RemoveEndpoint(ctx, ep, names)
-			if errors.Is(err, dirsqlite.ErrChanged) && attempt < 3 {
+			if errors.Is(err, dirdb.ErrChanged) && attempt < 3 {
 				continue // another process registered meanwhile; check again
 			}
 			return err == nil, err
@@ -490,13 +493,13 @@ func (r *Registry) write(ctx context.Context, fresh *Manifest, op func() (change
 
 func mapStoreErr(err error) error {
 	switch {
-	case errors.Is(err, dirsqlite.ErrNotFound):
+	case errors.Is(err, dirdb.ErrNotFound):
 		return ErrNotFound
-	case errors.Is(err, dirsqlite.ErrConflict), errors.Is(err, dirsqlite.ErrChanged):
+	case errors.Is(err, dirdb.ErrConflict), errors.Is(err, dirdb.ErrChanged):
 		return ErrConflict
-	case errors.Is(err, dirsqlite.ErrHashMismatch):
+	case errors.Is(err, dirdb.ErrHashMismatch):
 		return ErrHashMismatch
-	case errors.Is(err, dirsqlite.ErrActive):
+	case errors.Is(err, dirdb.ErrActive):
 		return ErrActive
 	}
 	return err

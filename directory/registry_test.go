@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/internal/store"
 )
 
 func openDB(t testing.TB) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentgw.db"))
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentgw.db"), dirsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func openDB(t testing.TB) *store.DB {
 
 func newRegistry(t testing.TB, db *store.DB) *Registry {
 	t.Helper()
-	r, err := NewRegistry(context.Background(), db, nil)
+	r, err := NewRegistry(context.Background(), dirsqlite.New(db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,12 +334,12 @@ func TestWatchSeesOtherProcess(t *testing.T) {
 	path := filepath.Join(dir, "agentgw.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db1, err := store.Open(ctx, path)
+	db1, err := store.Open(ctx, path, dirsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db1.Close()
-	db2, err := store.Open(ctx, path)
+	db2, err := store.Open(ctx, path, dirsqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,18 @@ func ScopeString(s Scope) string {
 	return strings.Join(parts, "+")
 }
 
-// GrantStore persists grants. Grant merges the scope into any existing
-// grant for the same principal and endpoint; Revoke removes the given scope
-// bits and deletes the grant when none remain.
+// GrantStore is the driver interface of the grants, one method per query:
+// federation/grantsqlite implements it, a PostgreSQL driver can later, and
+// federation/grantstoretest is the conformance suite both pass.
 type GrantStore interface {
+	// Grant merges g's scope into any existing grant for the same
+	// principal and endpoint. A scope outside visibility|invocation, or
+	// none, is an error.
 	Grant(ctx context.Context, g Grant) error
+	// Revoke removes the given scope bits and deletes the grant when none
+	// remain; removed reports whether any bit was held.
 	Revoke(ctx context.Context, principal, endpoint string, scope Scope) (removed bool, err error)
+	// List returns every grant ordered by principal, then endpoint.
 	List(ctx context.Context) ([]Grant, error)
 	// Generation changes whenever any grant changes, also from another
 	// process.

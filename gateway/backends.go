@@ -62,7 +62,7 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 				return err
 			}
 			o.Endpoint = ep
-			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = g.DB, publisher{g}, availability{g}, log, g.secrets
+			o.Bindings, o.Publisher, o.Availability, o.Logger, o.Secrets = g.bindings, publisher{g}, availability{g}, log, g.secrets
 			b, err := connectorbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)

@@ -15,7 +15,9 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
@@ -26,6 +28,7 @@ import (
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
 )
 
@@ -59,6 +62,9 @@ type Gateway struct {
 	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
+	// bindings is the one connector binding driver of DB, shared by the
+	// connector agents so that its card claims cover them all.
+	bindings *bindingsqlite.Store
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 }
@@ -85,7 +91,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, fmt.Errorf("component_domain: %w", err)
 	}
 
-	g.DB, err = store.Open(ctx, cfg.Path(cfg.Store.Path))
+	g.DB, err = OpenStore(ctx, cfg.Path(cfg.Store.Path))
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +106,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.DB.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
-	g.Registry, err = directory.NewRegistry(ctx, g.DB, log)
+	g.bindings = bindingsqlite.New(g.DB)
+	g.Registry, err = directory.NewRegistry(ctx, dirsqlite.New(g.DB), log)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	starts := &startTimes{}
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
 	g.Engine, err = tasks.New(tasks.Config{
-		Store:          g.DB,
+		Driver:         tasksqlite.New(g.DB),
 		Directory:      g.Registry,
 		Policy:         g.Policy,
 		Backends:       g.backend,

@@ -14,6 +14,7 @@ import (
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -43,7 +44,7 @@ func TestEngineWithEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"))
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"), tasksqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestEngineWithEverything(t *testing.T) {
 
 	rec := taskstest.NewRecorder()
 	eng, err := tasks.New(tasks.Config{
-		Store:     db,
+		Driver:    tasksqlite.New(db),
 		Directory: dir,
 		Policy:    taskstest.NewPolicy([2]string{alice, testJID}),
 		Backends: func(endpoint string) (tasks.Backend, bool) {

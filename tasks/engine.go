@@ -13,9 +13,7 @@ import (
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
-	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks/taskdb"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
 // Authorizer decides invocation permission (federation.Policy implements
@@ -53,8 +51,9 @@ type Event struct {
 // Config configures an Engine. Zero durations and limits take the defaults
 // documented on each field.
 type Config struct {
-	Store     *store.DB
-	Driver    taskdb.Driver // optional; defaults to tasksqlite over Store
+	// Driver stores the tasks (tasks/tasksqlite over a migrated store);
+	// the composition root chooses it.
+	Driver    taskdb.Driver
 	Directory directory.Reader
 	Policy    Authorizer
 	Backends  func(endpoint string) (Backend, bool)
@@ -227,10 +226,7 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	cfg.defaults()
 	if cfg.Driver == nil {
-		if cfg.Store == nil {
-			return nil, errors.New("tasks: config needs Store or Driver")
-		}
-		cfg.Driver = tasksqlite.New(cfg.Store)
+		return nil, errors.New("tasks: config needs a Driver")
 	}
 	if cfg.Directory == nil || cfg.Backends == nil {
 		return nil, errors.New("tasks: config needs Directory and Backends")

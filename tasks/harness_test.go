@@ -135,15 +135,15 @@ func newHarnessAt(t testing.TB, path string, opts ...option) *harness {
 // open opens the store and starts a fresh engine on it.
 func (h *harness) open() {
 	h.t.Helper()
-	db, err := store.Open(context.Background(), h.path)
+	db, err := store.Open(context.Background(), h.path, tasksqlite.Migrations)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.db = db
 	cfg := h.cfg
-	cfg.Store = db
+	cfg.Driver = tasksqlite.New(db)
 	if h.wrap != nil {
-		cfg.Driver = h.wrap(tasksqlite.New(db))
+		cfg.Driver = h.wrap(cfg.Driver)
 	}
 	eng, err := tasks.New(cfg)
 	if err != nil {

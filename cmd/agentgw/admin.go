@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
@@ -69,7 +70,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer db.Close()
-	reg, err := directory.NewRegistry(ctx, db, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/store"
 )
@@ -21,7 +22,7 @@ func loadConfig(path string) (*config.Config, error) {
 }
 
 func openStore(ctx context.Context, cfg *config.Config) (*store.DB, error) {
-	db, err := store.Open(ctx, cfg.Path(cfg.Store.Path))
+	db, err := gateway.OpenStore(ctx, cfg.Path(cfg.Store.Path))
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}

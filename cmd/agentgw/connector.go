@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 )
@@ -103,7 +104,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer db.Close()
-	o.Endpoint, o.Store, o.Logger = ep, db, log
+	o.Endpoint, o.Bindings, o.Logger = ep, bindingsqlite.New(db), log
 	o.Secrets = func() []string { return append([]string{o.APIKey}, secrets...) }
 	c, err := connectorbridge.NewClient(o)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
@@ -368,7 +369,7 @@ func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *store.DB {
 	}
 	octx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	db, err := store.Open(octx, path)
+	db, err := gateway.OpenStore(octx, path)
 	if err != nil {
 		d.fail("store", "cannot open %s: %s — check the path, its permissions, and that the file is an agentgw SQLite database", path, strings.TrimPrefix(err.Error(), "store: "))
 		return nil
@@ -505,7 +506,9 @@ func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a confi
 		return
 	}
 	o.Logger = d.log
-	o.Store = db
+	if db != nil {
+		o.Bindings = bindingsqlite.New(db)
+	}
 	o.RequestTimeout = d.timeout
 	b, err := connectorbridge.New(o)
 	if err != nil {

@@ -1,13 +1,11 @@
 // Package dirsqlite stores the agent directory of urn:xmpp:agent-api:0 in
-// SQLite: immutable manifest versions with their canonical bytes and hash,
-// the active-version pointer, and permanent (endpoint, version, hash)
-// tombstones. Every committed change bumps change_generation so that other
-// processes notice it.
+// SQLite: it implements dirdb.Driver. Every committed change bumps
+// change_generation so that other processes notice it.
 //
 // Each method is one transaction with guarded statements; the invariants
 // (one active version per endpoint, immutable versions, permanent
 // tombstones) are also enforced by the schema in
-// internal/store/migrations/0001_directory.sql.
+// migrations/0001_directory.sql.
 package dirsqlite
 
 import (
@@ -17,27 +15,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agentgw/agentgw/directory/dirdb"
 	"github.com/agentgw/agentgw/internal/store"
 )
-
-// Errors of store operations. The directory package maps them to its own.
-var (
-	ErrNotFound     = errors.New("dirsqlite: no such endpoint or version")
-	ErrConflict     = errors.New("dirsqlite: different content for an existing or tombstoned version")
-	ErrHashMismatch = errors.New("dirsqlite: hash does not match the version")
-	ErrActive       = errors.New("dirsqlite: version is active")
-	ErrChanged      = errors.New("dirsqlite: endpoint changed concurrently")
-)
-
-// Version is one registered version. Canonical is set only where a method
-// says so.
-type Version struct {
-	Endpoint  string
-	Version   string
-	Hash      string
-	Active    bool
-	Canonical []byte
-}
 
 // Store is the SQLite directory store.
 type Store struct {
@@ -45,11 +25,13 @@ type Store struct {
 	r *sql.DB // read-only pool
 }
 
-// New returns a Store on an open database.
+var _ dirdb.Driver = (*Store)(nil)
+
+// New returns a Store on a database opened with Migrations.
 func New(db *store.DB) *Store { return &Store{w: db.Write, r: db.Read} }
 
 // Register inserts a version. It reports inserted=false, err=nil when the
-// identical version is already registered, and ErrConflict when the version
+// identical version is already registered, and dirdb.ErrConflict when the version
 // exists or is tombstoned with a different hash.
 func (s *Store) Register(ctx context.Context, endpoint, version, hash string, canonical []byte) (inserted bool, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
@@ -59,7 +41,7 @@ func (s *Store) Register(ctx context.Context, endpoint, version, hash string, ca
 			endpoint, version).Scan(&have); {
 		case err == nil:
 			if have != hash {
-				return ErrConflict
+				return dirdb.ErrConflict
 			}
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -70,7 +52,7 @@ func (s *Store) Register(ctx context.Context, endpoint, version, hash string, ca
 			endpoint, version).Scan(&have); {
 		case err == nil:
 			if have != hash {
-				return ErrConflict
+				return dirdb.ErrConflict
 			}
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
@@ -96,13 +78,13 @@ func (s *Store) Activate(ctx context.Context, endpoint, version, hash string) (c
 			`SELECT hash, active FROM directory_versions WHERE endpoint = ? AND version = ?`,
 			endpoint, version).Scan(&have, &active)
 		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
+			return dirdb.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
 		if have != hash {
-			return ErrHashMismatch
+			return dirdb.ErrHashMismatch
 		}
 		if active {
 			return nil
@@ -124,13 +106,13 @@ func (s *Store) Activate(ctx context.Context, endpoint, version, hash string) (c
 }
 
 // Deactivate clears the endpoint's active version. changed is false when
-// none was active; ErrNotFound when the endpoint has no versions.
+// none was active; dirdb.ErrNotFound when the endpoint has no versions.
 func (s *Store) Deactivate(ctx context.Context, endpoint string) (changed bool, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		if ok, err := exists(ctx, tx, endpoint); err != nil {
 			return err
 		} else if !ok {
-			return ErrNotFound
+			return dirdb.ErrNotFound
 		}
 		res, err := tx.ExecContext(ctx,
 			`UPDATE directory_versions SET active = 0 WHERE endpoint = ? AND active = 1`, endpoint)
@@ -148,16 +130,16 @@ func (s *Store) Deactivate(ctx context.Context, endpoint string) (changed bool, 
 
 // Versions lists an endpoint's versions in registration order, without
 // canonical bytes.
-func (s *Store) Versions(ctx context.Context, endpoint string) ([]Version, error) {
+func (s *Store) Versions(ctx context.Context, endpoint string) ([]dirdb.Version, error) {
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT version, hash, active FROM directory_versions WHERE endpoint = ? ORDER BY seq`, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("dirsqlite: versions: %w", err)
 	}
 	defer rows.Close()
-	var out []Version
+	var out []dirdb.Version
 	for rows.Next() {
-		v := Version{Endpoint: endpoint}
+		v := dirdb.Version{Endpoint: endpoint}
 		if err := rows.Scan(&v.Version, &v.Hash, &v.Active); err != nil {
 			return nil, fmt.Errorf("dirsqlite: versions: %w", err)
 		}
@@ -178,13 +160,13 @@ func (s *Store) RemoveVersion(ctx context.Context, endpoint, version string) err
 			`SELECT hash, active FROM directory_versions WHERE endpoint = ? AND version = ?`,
 			endpoint, version).Scan(&hash, &active)
 		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
+			return dirdb.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
 		if active {
-			return ErrActive
+			return dirdb.ErrActive
 		}
 		if err := tombstone(ctx, tx, endpoint, version, hash); err != nil {
 			return err
@@ -201,7 +183,7 @@ func (s *Store) RemoveVersion(ctx context.Context, endpoint, version string) err
 // RemoveEndpoint deletes and tombstones every version of the endpoint,
 // active or not. expect is the set of versions the caller checked (for
 // retained-task references); if the endpoint's versions differ, nothing is
-// removed and ErrChanged is returned.
+// removed and dirdb.ErrChanged is returned.
 func (s *Store) RemoveEndpoint(ctx context.Context, endpoint string, expect []string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
@@ -209,9 +191,9 @@ func (s *Store) RemoveEndpoint(ctx context.Context, endpoint string, expect []st
 		if err != nil {
 			return err
 		}
-		var have []Version
+		var have []dirdb.Version
 		for rows.Next() {
-			var v Version
+			var v dirdb.Version
 			if err := rows.Scan(&v.Version, &v.Hash); err != nil {
 				rows.Close()
 				return err
@@ -223,7 +205,7 @@ func (s *Store) RemoveEndpoint(ctx context.Context, endpoint string, expect []st
 			return err
 		}
 		if len(have) == 0 {
-			return ErrNotFound
+			return dirdb.ErrNotFound
 		}
 		got := make([]string, len(have))
 		for i, v := range have {
@@ -233,7 +215,7 @@ func (s *Store) RemoveEndpoint(ctx context.Context, endpoint string, expect []st
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			return ErrChanged
+			return dirdb.ErrChanged
 		}
 		for _, v := range have {
 			if err := tombstone(ctx, tx, endpoint, v.Version, v.Hash); err != nil {
@@ -263,7 +245,7 @@ func (s *Store) Generation(ctx context.Context) (int64, error) {
 // twice in memory (the caller already holds the others: a version's content
 // never changes). content must not retain the slice's backing array past
 // the call unless it owns it: each call gets a fresh slice.
-func (s *Store) Load(ctx context.Context, need func(endpoint, version, hash string) bool, content func(v Version) error) (gen int64, out []Version, err error) {
+func (s *Store) Load(ctx context.Context, need func(endpoint, version, hash string) bool, content func(v dirdb.Version) error) (gen int64, out []dirdb.Version, err error) {
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
 	}
@@ -284,7 +266,7 @@ func (s *Store) Load(ctx context.Context, need func(endpoint, version, hash stri
 	}
 	var needed []int
 	for rows.Next() {
-		var v Version
+		var v dirdb.Version
 		if err := rows.Scan(&v.Endpoint, &v.Version, &v.Hash, &v.Active); err != nil {
 			rows.Close()
 			return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
@@ -367,8 +349,8 @@ func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 }
 
 func isSentinel(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrHashMismatch) ||
-		errors.Is(err, ErrActive) || errors.Is(err, ErrChanged)
+	return errors.Is(err, dirdb.ErrNotFound) || errors.Is(err, dirdb.ErrConflict) || errors.Is(err, dirdb.ErrHashMismatch) ||
+		errors.Is(err, dirdb.ErrActive) || errors.Is(err, dirdb.ErrChanged)
 }
 
 func exists(ctx context.Context, tx *sql.Tx, endpoint string) (bool, error) {

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgw/agentgw/directory/dirdb"
+	"github.com/agentgw/agentgw/directory/dirdbtest"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/store/storetest"
 )
 
 func open(t *testing.T) (*Store, *store.DB) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"), Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +39,11 @@ func TestStoreGuards(t *testing.T) {
 	if ins, err := s.Register(ctx, ep, "1", h1, []byte("{}")); err != nil || ins {
 		t.Fatal("identical insert", ins, err)
 	}
-	if _, err := s.Register(ctx, ep, "1", h2, []byte("[]")); !errors.Is(err, ErrConflict) {
+	if _, err := s.Register(ctx, ep, "1", h2, []byte("[]")); !errors.Is(err, dirdb.ErrConflict) {
 		t.Fatal(err)
 	}
 	s.Register(ctx, ep, "2", h2, []byte("[]"))
-	if _, err := s.Activate(ctx, ep, "2", h1); !errors.Is(err, ErrHashMismatch) {
+	if _, err := s.Activate(ctx, ep, "2", h1); !errors.Is(err, dirdb.ErrHashMismatch) {
 		t.Fatal(err)
 	}
 	if ch, err := s.Activate(ctx, ep, "2", h2); err != nil || !ch {
@@ -53,10 +56,10 @@ func TestStoreGuards(t *testing.T) {
 	if _, err := db.Write.Exec(`UPDATE directory_versions SET active = 1 WHERE endpoint = ?`, ep); err == nil {
 		t.Fatal("two active versions allowed")
 	}
-	if err := s.RemoveVersion(ctx, ep, "1"); !errors.Is(err, ErrActive) {
+	if err := s.RemoveVersion(ctx, ep, "1"); !errors.Is(err, dirdb.ErrActive) {
 		t.Fatal(err)
 	}
-	if err := s.RemoveEndpoint(ctx, ep, []string{"1"}); !errors.Is(err, ErrChanged) {
+	if err := s.RemoveEndpoint(ctx, ep, []string{"1"}); !errors.Is(err, dirdb.ErrChanged) {
 		t.Fatal(err)
 	}
 	if err := s.RemoveEndpoint(ctx, ep, []string{"2", "1"}); err != nil {
@@ -70,8 +73,15 @@ func TestStoreGuards(t *testing.T) {
 	if _, err := db.Write.Exec(`UPDATE directory_tombstones SET hash = ?`, h2); err == nil {
 		t.Fatal("tombstone updated")
 	}
-	gen, rows, err := s.Load(ctx, func(string, string, string) bool { return true }, func(Version) error { return nil })
+	gen, rows, err := s.Load(ctx, func(string, string, string) bool { return true }, func(dirdb.Version) error { return nil })
 	if err != nil || len(rows) != 0 || gen != 5 {
 		t.Fatalf("load gen %d rows %d err %v", gen, len(rows), err)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	dirdbtest.Exercise(t, func(t *testing.T) (dirdb.Driver, dirdb.Driver) {
+		a, b := storetest.OpenTwo(t, Migrations)
+		return New(a), New(b)
+	})
 }

@@ -25,12 +25,12 @@ import (
 func realRouter(tb testing.TB) (*component.Router, *directory.Registry) {
 	tb.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(tb.TempDir(), "agentgw.db"))
+	db, err := store.Open(ctx, filepath.Join(tb.TempDir(), "agentgw.db"), dirsqlite.Migrations)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	reg, err := directory.NewRegistry(ctx, db, nil)
+	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func BenchmarkEndpointInfo(b *testing.B) {
 func populate(b *testing.B, n int) *directory.Registry {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "agentgw.db"))
+	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "agentgw.db"), dirsqlite.Migrations)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func populate(b *testing.B, n int) *directory.Registry {
 			b.Fatal(err)
 		}
 	}
-	reg, err := directory.NewRegistry(ctx, db, nil)
+	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

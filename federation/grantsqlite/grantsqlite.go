@@ -1,5 +1,6 @@
 // Package grantsqlite keeps federation trust grants in the gateway's SQLite
-// store.
+// store (migrations/0003_federation.sql): it implements
+// federation.GrantStore, checked by federation/grantstoretest.
 package grantsqlite
 
 import (
@@ -17,7 +18,7 @@ type Store struct{ db *store.DB }
 
 var _ federation.GrantStore = (*Store)(nil)
 
-// New wraps an open store.
+// New wraps a store opened with Migrations.
 func New(db *store.DB) *Store { return &Store{db: db} }
 
 func (s *Store) Grant(ctx context.Context, g federation.Grant) error {

@@ -6,19 +6,21 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/federation"
+	"github.com/agentgw/agentgw/federation/grantstoretest"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/store/storetest"
 )
 
 func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "gw.db")
-	gwDB, err := store.Open(ctx, path)
+	gwDB, err := store.Open(ctx, path, Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gwDB.Close()
 	// The CLI opens the same file separately, as `agentgw trust` does.
-	cliDB, err := store.Open(ctx, path)
+	cliDB, err := store.Open(ctx, path, Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +70,11 @@ func TestGrantsSeparateScopesAndReloadAcrossHandles(t *testing.T) {
 	if removed, _ := cli.Revoke(ctx, "nobody@a.test", "", federation.ScopeInvocation); removed {
 		t.Fatal("revoking a missing grant reported removal")
 	}
+}
+
+func TestConformance(t *testing.T) {
+	grantstoretest.Exercise(t, func(t *testing.T) (federation.GrantStore, federation.GrantStore) {
+		a, b := storetest.OpenTwo(t, Migrations)
+		return New(a), New(b)
+	})
 }

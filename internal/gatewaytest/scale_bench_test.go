@@ -378,7 +378,7 @@ func kbToMB(kb float64) float64 { return kb / 1024 }
 func seedDirectory(b *testing.B, path, domain string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path)
+	db, err := store.Open(ctx, path, dirsqlite.Migrations)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -419,7 +419,7 @@ func memProfiling() bool {
 func registryHeap(b *testing.B, path string) float64 {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path)
+	db, err := store.Open(ctx, path, dirsqlite.Migrations)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func registryHeap(b *testing.B, path string) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	reg, err := directory.NewRegistry(ctx, db, nil)
+	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

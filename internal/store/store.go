@@ -1,8 +1,10 @@
 // Package store opens agentgw's SQLite database: WAL mode, synchronous=FULL,
-// embedded migrations, one writer connection and a pool of read-only
-// readers. The domain packages keep their queries in their own sqlite
-// sub-packages; this package owns only the file, its settings and the
-// schema history.
+// one writer connection, a pool of read-only readers, and the schema
+// history. Each SQLite driver (tasks/tasksqlite, directory/dirsqlite,
+// federation/grantsqlite, connectorbridge/bindingsqlite) keeps its queries
+// and its migration set beside it and hands the set to Open; this package
+// owns only the file, its settings, the change generation every driver
+// may bump (migrations/0000_base.sql) and the record of applied migrations.
 package store
 
 import (
@@ -13,14 +15,32 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
 //go:embed migrations/*.sql
-var migrations embed.FS
+var baseFS embed.FS
+
+// base is the store's own set: the change generation.
+var base = Migrations{Owner: "store", FS: baseFS}
+
+// Migrations is one driver's migration set: the files migrations/*.sql of
+// FS (usually the driver's embed.FS), applied in name order.
+//
+// A migration's identity, recorded in schema_migrations, is its path in FS,
+// "migrations/NNNN_name.sql": the same string the single set of earlier
+// releases recorded, so a database made then opens without applying
+// anything twice. The number is global across sets: a new migration takes
+// the next free number whichever driver it belongs to, Open refuses two
+// files with one identity, and all sets are applied in one name order, the
+// order the single set had.
+type Migrations struct {
+	Owner string // the driver, for errors
+	FS    fs.FS
+}
 
 // DB is an open store: Write has exactly one connection, so writers queue in
 // Go instead of failing with SQLITE_BUSY; Read serves concurrent readers.
@@ -30,9 +50,10 @@ type DB struct {
 	Path  string
 }
 
-// Open opens (creating if needed) the database at path and applies pending
-// migrations.
-func Open(ctx context.Context, path string) (*DB, error) {
+// Open opens (creating if needed) the database at path and applies the
+// pending migrations of the store's own set and of sets, the migration sets
+// of the drivers the caller will use.
+func Open(ctx context.Context, path string, sets ...Migrations) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("store: empty path")
 	}
@@ -60,7 +81,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, append([]Migrations{base}, sets...)); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -144,21 +165,53 @@ func pragmaCheck(ctx context.Context, q *sql.DB, pragma string) error {
 	return nil
 }
 
-// migrate applies every embedded migration not yet recorded, each in its
-// own transaction, in file-name order.
-func migrate(ctx context.Context, db *sql.DB) error {
+// migration is one file of a set.
+type migration struct {
+	name  string // identity, e.g. "migrations/0002_tasks.sql"
+	owner string
+	fsys  fs.FS
+}
+
+// collect lists the migrations of sets in name order, refusing a name that
+// two sets (or one set twice) contain.
+func collect(sets []Migrations) ([]migration, error) {
+	var all []migration
+	seen := map[string]string{}
+	for _, set := range sets {
+		if set.FS == nil {
+			return nil, fmt.Errorf("store: migration set %q has no files", set.Owner)
+		}
+		names, err := fs.Glob(set.FS, "migrations/*.sql")
+		if err != nil {
+			return nil, fmt.Errorf("store: migrations of %s: %w", set.Owner, err)
+		}
+		for _, name := range names {
+			if other, ok := seen[name]; ok {
+				return nil, fmt.Errorf("store: migration %s is in both %s and %s", name, other, set.Owner)
+			}
+			seen[name] = set.Owner
+			all = append(all, migration{name: name, owner: set.Owner, fsys: set.FS})
+		}
+	}
+	slices.SortFunc(all, func(a, b migration) int { return strings.Compare(a.name, b.name) })
+	return all, nil
+}
+
+// migrate applies every migration of sets not yet recorded, each in its own
+// transaction, in name order.
+func migrate(ctx context.Context, db *sql.DB, sets []Migrations) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		name TEXT PRIMARY KEY,
 		applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
 	) STRICT`); err != nil {
 		return fmt.Errorf("store: migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	all, err := collect(sets)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, m := range all {
+		name := m.name
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE name = ?`, name).Scan(&n); err != nil {
 			return fmt.Errorf("store: migration %s: %w", name, err)
@@ -166,9 +219,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		if n > 0 {
 			continue
 		}
-		body, err := migrations.ReadFile(name)
+		body, err := fs.ReadFile(m.fsys, name)
 		if err != nil {
-			return err
+			return fmt.Errorf("store: migration %s of %s: %w", name, m.owner, err)
 		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {

@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 func TestOpenMigratesAndReopens(t *testing.T) {
@@ -36,5 +40,58 @@ func TestOpenMigratesAndReopens(t *testing.T) {
 	var n int
 	if err := db.Read.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n == 0 {
 		t.Fatalf("migrations recorded = %d, %v", n, err)
+	}
+}
+
+func TestMigrationSetsApplyInOneNameOrder(t *testing.T) {
+	ctx := context.Background()
+	// b's 0002 depends on a's 0001: the sets are applied in one name order,
+	// not set by set.
+	a := Migrations{Owner: "a", FS: fstest.MapFS{
+		"migrations/0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER) STRICT;`)},
+		"migrations/0003_a.sql": {Data: []byte(`INSERT INTO b SELECT x FROM a;`)},
+	}}
+	b := Migrations{Owner: "b", FS: fstest.MapFS{
+		"migrations/0002_b.sql": {Data: []byte(`CREATE TABLE b (y INTEGER) STRICT; INSERT INTO a VALUES (7);`)},
+	}}
+	path := filepath.Join(t.TempDir(), "agentgw.db")
+	db, err := Open(ctx, path, b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y int
+	if err := db.Read.QueryRowContext(ctx, `SELECT y FROM b`).Scan(&y); err != nil || y != 7 {
+		t.Fatalf("y = %d, %v", y, err)
+	}
+	rows, err := db.Read.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY applied_at, rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		names = append(names, n)
+	}
+	rows.Close()
+	want := []string{"migrations/0000_base.sql", "migrations/0001_a.sql", "migrations/0002_b.sql", "migrations/0003_a.sql"}
+	if !slices.Equal(names, want) {
+		t.Errorf("recorded %q, want %q", names, want)
+	}
+	db.Close()
+	// Reopening with the same files split differently applies nothing.
+	merged := fstest.MapFS{}
+	maps.Copy(merged, a.FS.(fstest.MapFS))
+	maps.Copy(merged, b.FS.(fstest.MapFS))
+	db, err = Open(ctx, path, Migrations{Owner: "merged", FS: merged})
+	if err != nil {
+		t.Fatalf("reopen with one set: %v", err)
+	}
+	db.Close()
+
+	if _, err := Open(ctx, filepath.Join(t.TempDir(), "dup.db"), a, Migrations{Owner: "c", FS: fstest.MapFS{
+		"migrations/0001_a.sql": {Data: []byte(`SELECT 1;`)},
+	}}); err == nil || !strings.Contains(err.Error(), "0001_a.sql is in both a and c") {
+		t.Errorf("a name in two sets: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/tasks/taskdbtest"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
@@ -18,7 +19,7 @@ var now = time.Date(2026, 7, 27, 19, 14, 1, 0, time.UTC)
 
 func open(t *testing.T) (*store.DB, *tasksqlite.Driver) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"))
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"), tasksqlite.Migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +210,11 @@ func TestPurgeCascades(t *testing.T) {
 	if purged != 1 || n != 0 {
 		t.Fatalf("purged %d, %d events left", purged, n)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	taskdbtest.Exercise(t, func(t *testing.T) taskdb.Driver {
+		_, d := open(t)
+		return d
+	})
 }

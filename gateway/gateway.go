@@ -14,6 +14,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
@@ -21,7 +22,6 @@ import (
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
@@ -38,7 +38,7 @@ type Options struct {
 	ExtraBackends map[string]tasks.Backend
 	// Redactor scrubs secrets from backend output (MCP server stderr,
 	// connector errors) before it is logged.
-	Redactor *logging.Redactor
+	Redactor *backendkit.Redactor
 }
 
 // Gateway is one assembled, runnable gateway.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
@@ -87,7 +88,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if agent == nil || agent.Connector == nil {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.connector] agent in %s", ep, *cfgPath)}
 	}
-	red := &logging.Redactor{}
+	red := backendkit.NewRedactor(nil)
 	red.Add(secrets...)
 	for _, v := range values {
 		red.Add(v)

@@ -19,6 +19,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/directory"
@@ -64,7 +65,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *timeout <= 0 || *mcpTimeout <= 0 {
 		return usagef("--timeout and --mcp-timeout must be positive")
 	}
-	d := &doctor{out: stdout, red: &logging.Redactor{}, cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout}
+	d := &doctor{out: stdout, red: backendkit.NewRedactor(nil), cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout}
 
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -102,7 +103,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // doctor prints one line per check and counts failures.
 type doctor struct {
 	out                 io.Writer
-	red                 *logging.Redactor
+	red                 *backendkit.Redactor
 	log                 *slog.Logger
 	cfgPath             string
 	timeout, mcpTimeout time.Duration

@@ -114,7 +114,8 @@ func (r *Redactor) Scrub(s string) string {
 // bytes; a document with \u or \/ escapes, which can spell a secret
 // otherwise, is then decoded and, if a string still holds a secret,
 // re-encoded (numbers keep their exact text, HTML characters are not
-// escaped). The error reports such a document that is not JSON.
+// escaped). The error reports such a document that is not JSON; out then
+// has the escaped spellings replaced only.
 func (r *Redactor) ScrubJSON(doc []byte) (out []byte, found bool, err error) {
 	secrets := r.secrets()
 	if len(secrets) == 0 {
@@ -139,7 +140,7 @@ func (r *Redactor) ScrubJSON(doc []byte) (out []byte, found bool, err error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, false, err
+		return out, found, err
 	}
 	changed := false
 	v = walkStrings(v, func(s string) string {

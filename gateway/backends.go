@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/mcpbridge"
 )
 
@@ -46,11 +48,10 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 		log := g.log.With("endpoint", ep)
 		switch {
 		case a.MCP != nil:
-			b, err := mcpbridge.New(mcpbridge.Options{
-				Agent: a, ComponentDomain: g.domain.String(), ConfigDir: g.cfg.Dir,
-				Publisher: publisher{g}, Availability: availability{g}, Logger: log,
-				Secrets: g.secrets,
-			})
+			o := MCPOptions(g.cfg, a)
+			o.ComponentDomain = g.domain.String()
+			o.Publisher, o.Availability, o.Logger, o.Secrets = publisher{g}, availability{g}, log, g.secrets
+			b, err := mcpbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)
 			}
@@ -72,6 +73,48 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// MCPOptions turns an [[agents]] entry with an [agents.mcp] table into
+// the bridge's options. Header values are read at every connect, so
+// rotated header files take effect on the next reconnect. Publisher,
+// Availability, Logger, Secrets and ComponentDomain are left for the
+// caller.
+func MCPOptions(cfg *config.Config, a config.Agent) mcpbridge.Options {
+	o := mcpbridge.Options{
+		JID: a.JID, Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version,
+		ConfigDir: cfg.Dir,
+	}
+	m := a.MCP
+	if m == nil {
+		return o
+	}
+	o.Command, o.Env, o.URL = m.Command, m.Env, m.URL
+	if len(m.HeadersEnv) > 0 || len(m.HeadersFile) > 0 {
+		o.Headers = func() (http.Header, error) { return mcpHeaders(cfg, m) }
+	}
+	return o
+}
+
+// mcpHeaders reads the configured HTTP header values. Errors name the
+// header and the source, never a value.
+func mcpHeaders(cfg *config.Config, m *config.MCP) (http.Header, error) {
+	h := http.Header{}
+	for name, env := range m.HeadersEnv {
+		v, err := config.ReadSecret(env, "")
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+	}
+	for name, file := range m.HeadersFile {
+		v, err := config.ReadSecret("", cfg.Path(file))
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+	}
+	return h, nil
 }
 
 // secrets lists every configured secret, for the bridges' own scrubbing.

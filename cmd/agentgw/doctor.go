@@ -433,14 +433,12 @@ func (d *doctor) checkMCP(ctx context.Context, cfg *config.Config, a config.Agen
 			return
 		}
 	}
-	b, err := mcpbridge.New(mcpbridge.Options{
-		Agent:           a,
-		ComponentDomain: cfg.XMPP.ComponentDomain,
-		ConfigDir:       cfg.Dir,
-		Logger:          d.log,
-		// Our context ends first, so a timeout reads as one.
-		ConnectTimeout: d.mcpTimeout + 5*time.Second,
-	})
+	o := gateway.MCPOptions(cfg, a)
+	o.ComponentDomain = cfg.XMPP.ComponentDomain
+	o.Logger = d.log
+	// Our context ends first, so a timeout reads as one.
+	o.ConnectTimeout = d.mcpTimeout + 5*time.Second
+	b, err := mcpbridge.New(o)
 	if err != nil {
 		d.fail(what, "%s", strings.TrimPrefix(err.Error(), "mcpbridge: "))
 		return

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+
+	"github.com/agentgw/agentgw/internal/ijson"
 )
 
 // Redacted replaces every secret the redactor knows of, in logs, results
@@ -123,7 +125,7 @@ func (r *Redactor) ScrubJSON(doc []byte) (out []byte, found bool, err error) {
 	}
 	out = doc
 	for _, sec := range secrets {
-		enc, err := marshalNoEscape(sec)
+		enc, err := ijson.MarshalNoEscape(sec)
 		if err != nil || len(enc) < 2 {
 			continue
 		}
@@ -155,7 +157,7 @@ func (r *Redactor) ScrubJSON(doc []byte) (out []byte, found bool, err error) {
 	if !changed {
 		return out, found, nil
 	}
-	out, err = marshalNoEscape(v)
+	out, err = ijson.MarshalNoEscape(v)
 	return out, true, err
 }
 
@@ -200,17 +202,6 @@ func walkStrings(v any, f func(string) string) any {
 		return out
 	}
 	return v
-}
-
-// marshalNoEscape is json.Marshal without HTML escaping.
-func marshalNoEscape(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // CredentialPart returns the credential of an HTTP authorization value

@@ -7,9 +7,15 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/mcpbridge"
+)
+
+var (
+	_ backendkit.Publisher    = publisher{}
+	_ backendkit.Availability = availability{}
 )
 
 // publisher registers and activates a backend's generated manifest. Old
@@ -58,7 +64,7 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
 		case a.Connector != nil:
-			o, err := connectorbridge.OptionsFromConfig(g.cfg, a)
+			o, err := ConnectorOptions(g.cfg, a)
 			if err != nil {
 				return err
 			}
@@ -117,24 +123,27 @@ func mcpHeaders(cfg *config.Config, m *config.MCP) (http.Header, error) {
 	return h, nil
 }
 
-// secrets lists every configured secret, for the bridges' own scrubbing.
-func (g *Gateway) secrets() []string { return Secrets(g.cfg) }
-
-// backendReadiness adapts the bridges' own state to readyBackend: a bridge
-// is ready once it has published its manifest, which it does only with a
-// live session.
-func backendReadiness(b any) (readyBackend, bool) {
-	switch x := b.(type) {
-	case readyBackend:
-		return x, true
-	case *mcpbridge.Backend:
-		return readyFunc(func() bool { v, _ := x.Current(); return v != "" }), true
-	case *connectorbridge.Backend:
-		return readyFunc(func() bool { v, _, _ := x.Published(); return v != "" }), true
+// ConnectorOptions turns an [[agents]] entry with an [agents.connector]
+// table into the bridge's options, reading the API key from its env var or
+// file. Store, Publisher, Availability and Logger are left for the caller.
+func ConnectorOptions(cfg *config.Config, a config.Agent) (connectorbridge.Options, error) {
+	if a.Connector == nil {
+		return connectorbridge.Options{}, fmt.Errorf("agent %s has no [agents.connector]", a.JID)
 	}
-	return nil, false
+	key, err := config.ReadSecret(a.Connector.APIKeyEnv, cfg.Path(a.Connector.APIKeyFile))
+	if err != nil {
+		return connectorbridge.Options{}, fmt.Errorf("agent %s: connector API key: %w", a.JID, err)
+	}
+	return connectorbridge.Options{
+		Endpoint:    a.JID,
+		BaseURL:     a.Connector.BaseURL,
+		APIKey:      key,
+		Name:        a.Name,
+		Title:       a.Title,
+		Description: a.Description,
+		Version:     a.Version,
+	}, nil
 }
 
-type readyFunc func() bool
-
-func (f readyFunc) Ready() bool { return f() }
+// secrets lists every configured secret, for the bridges' own scrubbing.
+func (g *Gateway) secrets() []string { return Secrets(g.cfg) }

@@ -375,9 +375,6 @@ func opClass(space, local string) federation.Op {
 // the task engine and connects to the XMPP server.
 const backendStartWait = 20 * time.Second
 
-// readyBackend is a backend that can say whether it is serving.
-type readyBackend interface{ Ready() bool }
-
 // waitBackends waits until every backend that can tell reports ready, or
 // the timeout passes; it logs those that did not come up.
 func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
@@ -385,7 +382,7 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 	for {
 		var waiting []string
 		for ep, b := range g.backends {
-			if rb, ok := backendReadiness(b); ok && !rb.Ready() {
+			if rb, ok := b.(backendkit.Readiness); ok && !rb.Ready() {
 				waiting = append(waiting, ep)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 )
@@ -94,7 +95,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		red.Add(v)
 	}
 	log, _ := logging.New(stderr, "text", "warn", red)
-	o, err := connectorbridge.OptionsFromConfig(cfg, *agent)
+	o, err := gateway.ConnectorOptions(cfg, *agent)
 	if err != nil {
 		return err
 	}

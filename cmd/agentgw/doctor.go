@@ -488,7 +488,7 @@ func commandProblem(cfg *config.Config, name string) string {
 }
 
 func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB, what string) {
-	o, err := connectorbridge.OptionsFromConfig(cfg, a)
+	o, err := gateway.ConnectorOptions(cfg, a)
 	if err != nil {
 		d.fail(what, "%s — set it to the connector's system API key", strings.TrimPrefix(err.Error(), "agent "+a.JID+": "))
 		return

@@ -167,8 +167,13 @@ func NewClient(o Options) (*Client, error) {
 	if strings.ContainsAny(o.APIKey, "\r\n") {
 		return nil, fmt.Errorf("connectorbridge: agent %s: the API key contains a line break", o.Endpoint)
 	}
-	red := backendkit.NewRedactor(o.Secrets)
+	// The gateway's other secrets are taken once: reading them (files,
+	// environment) at every log line would cost more than it protects.
+	red := backendkit.NewRedactor(nil)
 	red.Add(o.APIKey)
+	if o.Secrets != nil {
+		red.Add(o.Secrets()...)
+	}
 	c := &Client{
 		o:       o,
 		base:    base,

@@ -118,7 +118,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 	}
 	for _, fl := range flow.Fields {
 		if fl.Sensitive() {
-			c.red.add(fields[fl.Name])
+			c.red.Add(fields[fl.Name])
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.AuthTimeout)
@@ -128,7 +128,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 	if flow.Type == "form" {
 		start["input"] = fields
 	}
-	fmt.Fprintf(out, "Starting %s flow %q: %s\n", flow.Type, flow.ID, c.red.displayText(flow.Title, 200))
+	fmt.Fprintf(out, "Starting %s flow %q: %s\n", flow.Type, flow.ID, displayText(c.red, flow.Title, 200))
 	ack, err := s.request(ctx, typeAuthStart, true, chID, start)
 	if err != nil {
 		return fmt.Errorf("auth.start: %w", err)
@@ -144,16 +144,16 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 			sessionID = st.AuthSessionID
 		}
 		if st.Message != "" {
-			fmt.Fprintf(out, "Status: %s — %s\n", st.Status, c.red.displayText(st.Message, 300))
+			fmt.Fprintf(out, "Status: %s — %s\n", st.Status, displayText(c.red, st.Message, 300))
 		} else {
 			fmt.Fprintf(out, "Status: %s\n", st.Status)
 		}
 		if st.QRCodeText != "" && st.QRCodeText != lastQR {
 			lastQR = st.QRCodeText
-			printQR(out, c.red.displayText(st.QRCodeText, 2048))
+			printQR(out, displayText(c.red, st.QRCodeText, 2048))
 		}
 		if st.QRCodeImage != "" && (strings.HasPrefix(st.QRCodeImage, "https://") || strings.HasPrefix(st.QRCodeImage, "http://")) {
-			fmt.Fprintf(out, "QR image: %s\n", c.red.displayText(st.QRCodeImage, 2048))
+			fmt.Fprintf(out, "QR image: %s\n", displayText(c.red, st.QRCodeImage, 2048))
 		}
 		refresh := false
 		switch st.Status {
@@ -250,9 +250,9 @@ func (c *Client) finishAuth(ctx context.Context, s *session, card *Card, chID st
 			tools = append(tools, t.ToolID)
 		}
 	}
-	who := c.red.displayText(desc.Target.DisplayName, 120)
+	who := displayText(c.red, desc.Target.DisplayName, 120)
 	if who == "" {
-		who = c.red.displayText(desc.Target.Provider, 60)
+		who = displayText(c.red, desc.Target.Provider, 60)
 	}
 	fmt.Fprintf(out, "Authenticated as %s; channel %s bound (%s). Tools available: %s\n",
 		who, chID, desc.Connection.Status, strings.Join(tools, ", "))

@@ -8,20 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
-
-// Publisher registers (and activates) a manifest version for the agent.
-// It is the same shape the MCP bridge uses.
-type Publisher interface {
-	Publish(ctx context.Context, manifestJSON []byte) (version, hash string, err error)
-}
-
-// Availability is told when the agent's backend goes up or down.
-type Availability interface {
-	SetAvailable(endpoint string, up bool)
-}
 
 // Backend is a connector-backed agent: a supervised Client, the manifest
 // projection and tool execution. It implements tasks.Backend.
@@ -35,20 +25,21 @@ type Backend struct {
 		Error(string, ...any)
 	}
 
-	kick chan struct{}
+	kick  chan struct{}
+	pub   *backendkit.Manifests
+	avail *backendkit.Presence
 	// projMu serialises projection and publishing.
 	projMu sync.Mutex
 
-	mu          sync.Mutex
-	started     bool
-	lastVersion string
-	lastHash    string
-	lastTools   []string
-	lastAvail   *bool
-	manifest    []byte
+	mu        sync.Mutex
+	started   bool
+	lastTools []string
 }
 
-var _ tasks.Backend = (*Backend)(nil)
+var (
+	_ tasks.Backend        = (*Backend)(nil)
+	_ backendkit.Readiness = (*Backend)(nil)
+)
 
 // New validates the options and returns a Backend; Start connects it.
 func New(o Options) (*Backend, error) {
@@ -57,7 +48,11 @@ func New(o Options) (*Backend, error) {
 		return nil, err
 	}
 	c.supervised = true
-	b := &Backend{o: c.o, c: c, log: c.log, kick: make(chan struct{}, 1)}
+	b := &Backend{
+		o: c.o, c: c, log: c.log, kick: make(chan struct{}, 1),
+		pub:   backendkit.NewManifests(c.o.Publisher),
+		avail: backendkit.NewPresence(c.o.Endpoint, c.o.Availability),
+	}
 	c.onChange = func() {
 		select {
 		case b.kick <- struct{}{}:
@@ -199,24 +194,18 @@ func (b *Backend) project(ctx context.Context) bool {
 		b.log.Error("cannot project the connector into a manifest", "error", err)
 		return true
 	}
-	b.mu.Lock()
-	same := p.version == b.lastVersion
-	b.mu.Unlock()
-	if same {
-		return true
-	}
-	version, hash := p.version, ""
-	if b.o.Publisher != nil {
-		pctx, cancel := context.WithTimeout(ctx, b.o.RequestTimeout)
-		defer cancel()
-		version, hash, err = b.o.Publisher.Publish(pctx, p.manifest)
-	}
+	pctx, cancel := context.WithTimeout(ctx, b.o.RequestTimeout)
+	defer cancel()
+	published, version, _, err := b.pub.Publish(pctx, p.version, p.manifest)
 	if err != nil {
 		b.log.Warn("publishing the connector agent manifest failed; will retry", "version", p.version, "error", err)
 		return false
 	}
+	if !published {
+		return true
+	}
 	b.mu.Lock()
-	b.lastVersion, b.lastHash, b.lastTools, b.manifest = p.version, hash, p.tools, p.manifest
+	b.lastTools = p.tools
 	b.mu.Unlock()
 	b.log.Info("published connector agent version", "version", version, "tools", len(p.tools))
 	return true
@@ -224,30 +213,20 @@ func (b *Backend) project(ctx context.Context) bool {
 
 // Published returns the last published version, its hash and its tools.
 func (b *Backend) Published() (version, hash string, tools []string) {
+	version, hash = b.pub.Current()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.lastVersion, b.lastHash, append([]string(nil), b.lastTools...)
+	return version, hash, append([]string(nil), b.lastTools...)
 }
 
 // Manifest returns the last published manifest JSON.
-func (b *Backend) Manifest() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.manifest...)
-}
+func (b *Backend) Manifest() []byte { return append([]byte(nil), b.pub.Last()...) }
 
-func (b *Backend) setAvailable(up bool) {
-	b.mu.Lock()
-	same := b.lastAvail != nil && *b.lastAvail == up
-	if !same {
-		b.lastAvail = &up
-	}
-	b.mu.Unlock()
-	if same || b.o.Availability == nil {
-		return
-	}
-	b.o.Availability.SetAvailable(b.o.Endpoint, up)
-}
+// Ready implements backendkit.Readiness: a manifest version is published,
+// which happens only once a channel has been opened.
+func (b *Backend) Ready() bool { return b.pub.Ready() }
+
+func (b *Backend) setAvailable(up bool) { b.avail.Set(up) }
 
 // Health is the live check for `agentgw doctor`: Card, /health and, when
 // the backend runs, the data plane and the channel binding. The error
@@ -432,7 +411,7 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 	if len(result) == 0 || string(result) == "null" {
 		result = json.RawMessage(`{}`)
 	}
-	clean, changed, err := b.c.red.scrubJSON(result)
+	clean, changed, err := b.c.red.ScrubJSON(result)
 	if err != nil {
 		b.settleFail(run, tasks.Failure{Code: tasks.CodeInvalidOutput, Message: "tool.invoke.ack result is not valid JSON"})
 		return
@@ -460,8 +439,8 @@ func (b *Backend) progressOf(p *Packet) tasks.Progress {
 	}
 	json.Unmarshal(p.Payload, &pl)
 	out := tasks.Progress{
-		Stage:   b.c.red.displayText(pl.Status, 64),
-		Message: b.c.red.displayText(pl.Message, 512),
+		Stage:   displayText(b.c.red, pl.Status, 64),
+		Message: displayText(b.c.red, pl.Message, 512),
 	}
 	if pl.Progress != nil && *pl.Progress >= 0 && *pl.Progress <= 1 {
 		pct := *pl.Progress * 100

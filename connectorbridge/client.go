@@ -6,19 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
-	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/logging"
 )
 
-// Options configure one connector-backed agent. Zero durations take the
+// Options configure one connector-backed agent: one [[agents]] entry with
+// an [agents.connector] table, as the gateway reads it (the API key
+// already read from its env var or file). Zero durations take the
 // documented defaults.
 type Options struct {
 	// Endpoint is the agent's bare JID.
@@ -38,9 +41,9 @@ type Options struct {
 	Bindings bindingdb.Driver
 	// Publisher registers manifest versions (Backend only); nil builds
 	// manifests without publishing them.
-	Publisher Publisher
+	Publisher backendkit.Publisher
 	// Availability is told when the agent goes up or down (Backend only).
-	Availability Availability
+	Availability backendkit.Availability
 
 	Logger     *slog.Logger
 	Clock      clock.Clock
@@ -57,8 +60,10 @@ type Options struct {
 	HealthInterval      time.Duration // GET /health period; default 30s
 	PingInterval        time.Duration // data-plane ping period; default 30s
 	BindingPollInterval time.Duration // how often the store is checked for a new binding; default 1s
-	ReconnectMin        time.Duration // first reconnect delay; default 250ms
-	ReconnectMax        time.Duration // backoff cap; default 30s
+	// Reconnect backoff (backendkit's one policy): from ReconnectMin,
+	// growing after each failed connect up to ReconnectMax.
+	ReconnectMin time.Duration // first reconnect delay; default 250ms
+	ReconnectMax time.Duration // backoff cap; default 30s
 	// MaxReconnectFailures consecutive failed connects pause automatic
 	// reconnection until the next successful health probe. Default 8.
 	MaxReconnectFailures int
@@ -69,28 +74,6 @@ type Options struct {
 	ReadyWait time.Duration
 	// AuthTimeout bounds one Auth run. Default 10 minutes.
 	AuthTimeout time.Duration
-}
-
-// OptionsFromConfig builds Options for one [[agents]] entry with an
-// [agents.connector] table, reading the API key from its env var or file.
-// Store, Publisher, Availability and Logger are left for the caller.
-func OptionsFromConfig(cfg *config.Config, a config.Agent) (Options, error) {
-	if a.Connector == nil {
-		return Options{}, fmt.Errorf("agent %s has no [agents.connector]", a.JID)
-	}
-	key, err := config.ReadSecret(a.Connector.APIKeyEnv, cfg.Path(a.Connector.APIKeyFile))
-	if err != nil {
-		return Options{}, fmt.Errorf("agent %s: connector API key: %w", a.JID, err)
-	}
-	return Options{
-		Endpoint:    a.JID,
-		BaseURL:     a.Connector.BaseURL,
-		APIKey:      key,
-		Name:        a.Name,
-		Title:       a.Title,
-		Description: a.Description,
-		Version:     a.Version,
-	}, nil
 }
 
 func (o *Options) defaults() {
@@ -133,7 +116,7 @@ type Client struct {
 	http   *http.Client
 	wsHTTP *http.Client
 	log    *slog.Logger
-	red    *redactor
+	red    *backendkit.Redactor
 	clock  clock.Clock
 	st     *bindingStore
 
@@ -185,12 +168,12 @@ func NewClient(o Options) (*Client, error) {
 	if strings.ContainsAny(o.APIKey, "\r\n") {
 		return nil, fmt.Errorf("connectorbridge: agent %s: the API key contains a line break", o.Endpoint)
 	}
-	red := &redactor{}
-	red.add(o.APIKey)
+	// The gateway's other secrets are taken once: reading them (files,
+	// environment) at every log line would cost more than it protects.
+	red := backendkit.NewRedactor(nil)
+	red.Add(o.APIKey)
 	if o.Secrets != nil {
-		for _, x := range o.Secrets() {
-			red.add(x)
-		}
+		red.Add(o.Secrets()...)
 	}
 	c := &Client{
 		o:       o,
@@ -201,7 +184,7 @@ func NewClient(o Options) (*Client, error) {
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 	}
-	c.log = slog.New(redactingHandler{next: o.Logger.Handler(), r: red}).With("agent", o.Endpoint)
+	c.log = slog.New(logging.NewHandler(o.Logger.Handler(), red)).With("agent", o.Endpoint)
 	c.http = o.HTTPClient
 	if c.http == nil {
 		c.http = &http.Client{
@@ -717,18 +700,12 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (c *Client) backoff(n int) time.Duration {
-	d := c.o.ReconnectMin
-	for i := 1; i < n && d < c.o.ReconnectMax; i++ {
-		d *= 2
-	}
-	d = min(d, c.o.ReconnectMax)
-	// ±20% jitter so that many gateways do not reconnect in step.
-	j := time.Duration(rand.Int64N(int64(d)/5 + 1))
-	if rand.IntN(2) == 0 {
-		return d - j
-	}
-	return d + j
+// reconnectBackoff is the data plane's reconnect delay: backendkit's one
+// policy, with full jitter so that many gateways do not reconnect in step.
+// Its loop waits on connector health between attempts, so it uses the
+// policy directly rather than backendkit.Supervisor.Run.
+func (c *Client) reconnectBackoff() *backoff.Backoff {
+	return backendkit.Supervisor{Min: c.o.ReconnectMin, Max: c.o.ReconnectMax}.Backoff()
 }
 
 func (c *Client) canDial() bool {
@@ -739,6 +716,7 @@ func (c *Client) canDial() bool {
 
 func (c *Client) runDataPlane(ctx context.Context) {
 	fails := 0
+	bo := c.reconnectBackoff()
 	for ctx.Err() == nil {
 		if !c.canDial() {
 			select {
@@ -773,14 +751,16 @@ func (c *Client) runDataPlane(ctx context.Context) {
 					return
 				}
 				fails = 0
+				bo.Reset()
 				continue
 			}
-			if !c.sleep(ctx, c.backoff(fails)) {
+			if !c.sleep(ctx, bo.Next()) {
 				return
 			}
 			continue
 		}
 		fails = 0
+		bo.Reset()
 		c.log.Info("connector data plane up", "connector_id", s.connectorID, "connector_channel_id", c.ChannelID())
 		c.releaseSignedOut(ctx, s, c.ChannelID())
 		pingDone := make(chan struct{})
@@ -795,7 +775,7 @@ func (c *Client) runDataPlane(ctx context.Context) {
 		<-pingDone
 		c.detach(s)
 		c.log.Warn("connector data plane lost; reconnecting", "reason", s.reason)
-		if !c.sleep(ctx, c.backoff(1)) {
+		if !c.sleep(ctx, bo.Next()) {
 			return
 		}
 	}

@@ -80,7 +80,7 @@ func (c *Client) get(ctx context.Context, path string, withKey bool, limit int64
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("connector %s: %s", path, c.red.scrub(netReason(err)))
+		return 0, nil, fmt.Errorf("connector %s: %s", path, c.red.Scrub(netReason(err)))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))

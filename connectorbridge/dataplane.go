@@ -85,7 +85,7 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, &httpError{"/ws", resp.StatusCode}
 		}
-		return nil, fmt.Errorf("connector /ws: %s", c.red.scrub(netReason(err)))
+		return nil, fmt.Errorf("connector /ws: %s", c.red.Scrub(netReason(err)))
 	}
 	if conn.Subprotocol() != Subprotocol {
 		conn.Close(websocket.StatusPolicyViolation, "subprotocol required")
@@ -200,7 +200,7 @@ func (s *session) readFailure(err error) string {
 	if st := websocket.CloseStatus(err); st != -1 {
 		return fmt.Sprintf("closed by the connector (WebSocket status %d)", int(st))
 	}
-	return "connection lost: " + s.c.red.scrub(netReason(err))
+	return "connection lost: " + s.c.red.Scrub(netReason(err))
 }
 
 func (s *session) dispatch(p *Packet) {

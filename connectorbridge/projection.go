@@ -1,10 +1,10 @@
 package connectorbridge
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/agentgw/agentgw/backendkit"
 )
 
 // Manifest limits of the spec's normative schema.
@@ -140,14 +140,8 @@ func project(o *Options, card *Card, skill Skill, desc *Descriptor) (*projection
 		return nil, err
 	}
 	build, _ := json.Marshal(card.Build)
-	h := sha256.New()
-	h.Write(unversioned)
-	h.Write([]byte{0})
-	h.Write(build)
-	h.Write([]byte{0})
-	h.Write([]byte(card.ProtocolVersion))
-	sum := h.Sum(nil)
-	doc.Agent.Version = versionPrefix(firstNonEmpty(o.Version, card.Connector.Version)) + "-" + hex.EncodeToString(sum[:6])
+	digest := backendkit.VersionDigest(unversioned, build, []byte(card.ProtocolVersion))
+	doc.Agent.Version = versionPrefix(firstNonEmpty(o.Version, card.Connector.Version)) + "-" + digest
 	raw, err := marshalNoEscape(doc)
 	if err != nil {
 		return nil, err
@@ -182,11 +176,15 @@ func describe(desc string, skill Skill) string {
 	return desc
 }
 
+// maxVersionPrefix leaves room for "-" and the digest within the 64
+// characters of a version.
+const maxVersionPrefix = 64 - 1 - 2*backendkit.DigestBytes
+
 // versionPrefix maps a connector version onto [A-Za-z0-9._~-], leaving
 // room for the digest within 64 characters.
 func versionPrefix(v string) string {
 	var b strings.Builder
-	for i := 0; i < len(v) && b.Len() < 48; i++ {
+	for i := 0; i < len(v) && b.Len() < maxVersionPrefix; i++ {
 		c := v[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '~', c == '-':

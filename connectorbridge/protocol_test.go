@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/store"
 )
 
@@ -388,42 +388,18 @@ func TestProjectionVersioning(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
-	r := &redactor{}
-	r.add("sk-secret")
-	r.add("ab") // too short to scrub safely
-	out, changed, err := r.scrubJSON(json.RawMessage(`{"a":"Bearer sk-secret","b":["s\u006b-secret"],"sk-secret":1,"n":12345678901234567890}`))
+	r := backendkit.NewRedactor(nil)
+	r.Add("sk-secret")
+	r.Add("ab") // too short to scrub safely
+	out, changed, err := r.ScrubJSON(json.RawMessage(`{"a":"Bearer sk-secret","b":["s\u006b-secret"],"sk-secret":1,"n":12345678901234567890}`))
 	if err != nil || !changed {
 		t.Fatal(err, changed)
 	}
 	if strings.Contains(string(out), "sk-secret") || !strings.Contains(string(out), "12345678901234567890") {
 		t.Errorf("scrubbed: %s", out)
 	}
-	if got := r.displayText("x\x1b[31m sk-secret\u202e", 100); strings.Contains(got, "sk-secret") || strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, '\u202e') {
+	if got := displayText(r, "x\x1b[31m sk-secret\u202e", 100); strings.Contains(got, "sk-secret") || strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, '\u202e') {
 		t.Errorf("display: %q", got)
-	}
-}
-
-func TestOptionsFromConfig(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(dir+"/key", []byte("sk-from-file\n"), 0o600)
-	cfg := &config.Config{Dir: dir}
-	a := config.Agent{JID: "im@agents.example.test", Title: "IM", Connector: &config.Connector{BaseURL: "http://127.0.0.1:1", APIKeyFile: "key"}}
-	o, err := OptionsFromConfig(cfg, a)
-	if err != nil || o.APIKey != "sk-from-file" || o.Endpoint != a.JID || o.Title != "IM" || o.BaseURL != "http://127.0.0.1:1" {
-		t.Fatalf("%+v %v", o, err)
-	}
-	a.Connector = &config.Connector{BaseURL: "http://127.0.0.1:1", APIKeyEnv: "AGENTGW_TEST_CONNECTOR_KEY"}
-	t.Setenv("AGENTGW_TEST_CONNECTOR_KEY", "")
-	if _, err := OptionsFromConfig(cfg, a); err == nil || !strings.Contains(err.Error(), "AGENTGW_TEST_CONNECTOR_KEY") {
-		t.Errorf("empty env: %v", err)
-	}
-	t.Setenv("AGENTGW_TEST_CONNECTOR_KEY", "sk-env")
-	if o, err := OptionsFromConfig(cfg, a); err != nil || o.APIKey != "sk-env" {
-		t.Errorf("env: %v", err)
-	}
-	a.Connector = nil
-	if _, err := OptionsFromConfig(cfg, a); err == nil {
-		t.Error("agent without connector accepted")
 	}
 }
 

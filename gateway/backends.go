@@ -3,11 +3,19 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/mcpbridge"
+)
+
+var (
+	_ backendkit.Publisher    = publisher{}
+	_ backendkit.Availability = availability{}
 )
 
 // publisher registers and activates a backend's generated manifest. Old
@@ -46,18 +54,17 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 		log := g.log.With("endpoint", ep)
 		switch {
 		case a.MCP != nil:
-			b, err := mcpbridge.New(mcpbridge.Options{
-				Agent: a, ComponentDomain: g.domain.String(), ConfigDir: g.cfg.Dir,
-				Publisher: publisher{g}, Availability: availability{g}, Logger: log,
-				Secrets: g.secrets,
-			})
+			o := MCPOptions(g.cfg, a)
+			o.ComponentDomain = g.domain.String()
+			o.Publisher, o.Availability, o.Logger, o.Secrets = publisher{g}, availability{g}, log, g.secrets
+			b, err := mcpbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)
 			}
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
 		case a.Connector != nil:
-			o, err := connectorbridge.OptionsFromConfig(g.cfg, a)
+			o, err := ConnectorOptions(g.cfg, a)
 			if err != nil {
 				return err
 			}
@@ -74,24 +81,69 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 	return nil
 }
 
-// secrets lists every configured secret, for the bridges' own scrubbing.
-func (g *Gateway) secrets() []string { return Secrets(g.cfg) }
-
-// backendReadiness adapts the bridges' own state to readyBackend: a bridge
-// is ready once it has published its manifest, which it does only with a
-// live session.
-func backendReadiness(b any) (readyBackend, bool) {
-	switch x := b.(type) {
-	case readyBackend:
-		return x, true
-	case *mcpbridge.Backend:
-		return readyFunc(func() bool { v, _ := x.Current(); return v != "" }), true
-	case *connectorbridge.Backend:
-		return readyFunc(func() bool { v, _, _ := x.Published(); return v != "" }), true
+// MCPOptions turns an [[agents]] entry with an [agents.mcp] table into
+// the bridge's options. Header values are read at every connect, so
+// rotated header files take effect on the next reconnect. Publisher,
+// Availability, Logger, Secrets and ComponentDomain are left for the
+// caller.
+func MCPOptions(cfg *config.Config, a config.Agent) mcpbridge.Options {
+	o := mcpbridge.Options{
+		JID: a.JID, Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version,
+		ConfigDir: cfg.Dir,
 	}
-	return nil, false
+	m := a.MCP
+	if m == nil {
+		return o
+	}
+	o.Command, o.Env, o.URL = m.Command, m.Env, m.URL
+	if len(m.HeadersEnv) > 0 || len(m.HeadersFile) > 0 {
+		o.Headers = func() (http.Header, error) { return mcpHeaders(cfg, m) }
+	}
+	return o
 }
 
-type readyFunc func() bool
+// mcpHeaders reads the configured HTTP header values. Errors name the
+// header and the source, never a value.
+func mcpHeaders(cfg *config.Config, m *config.MCP) (http.Header, error) {
+	h := http.Header{}
+	for name, env := range m.HeadersEnv {
+		v, err := config.ReadSecret(env, "")
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+	}
+	for name, file := range m.HeadersFile {
+		v, err := config.ReadSecret("", cfg.Path(file))
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", name, err)
+		}
+		h.Set(name, v)
+	}
+	return h, nil
+}
 
-func (f readyFunc) Ready() bool { return f() }
+// ConnectorOptions turns an [[agents]] entry with an [agents.connector]
+// table into the bridge's options, reading the API key from its env var or
+// file. Store, Publisher, Availability and Logger are left for the caller.
+func ConnectorOptions(cfg *config.Config, a config.Agent) (connectorbridge.Options, error) {
+	if a.Connector == nil {
+		return connectorbridge.Options{}, fmt.Errorf("agent %s has no [agents.connector]", a.JID)
+	}
+	key, err := config.ReadSecret(a.Connector.APIKeyEnv, cfg.Path(a.Connector.APIKeyFile))
+	if err != nil {
+		return connectorbridge.Options{}, fmt.Errorf("agent %s: connector API key: %w", a.JID, err)
+	}
+	return connectorbridge.Options{
+		Endpoint:    a.JID,
+		BaseURL:     a.Connector.BaseURL,
+		APIKey:      key,
+		Name:        a.Name,
+		Title:       a.Title,
+		Description: a.Description,
+		Version:     a.Version,
+	}, nil
+}
+
+// secrets lists every configured secret, for the bridges' own scrubbing.
+func (g *Gateway) secrets() []string { return Secrets(g.cfg) }

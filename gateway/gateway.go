@@ -14,6 +14,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
@@ -23,7 +24,6 @@ import (
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
@@ -41,7 +41,7 @@ type Options struct {
 	ExtraBackends map[string]tasks.Backend
 	// Redactor scrubs secrets from backend output (MCP server stderr,
 	// connector errors) before it is logged.
-	Redactor *logging.Redactor
+	Redactor *backendkit.Redactor
 }
 
 // Gateway is one assembled, runnable gateway.
@@ -382,9 +382,6 @@ func opClass(space, local string) federation.Op {
 // the task engine and connects to the XMPP server.
 const backendStartWait = 20 * time.Second
 
-// readyBackend is a backend that can say whether it is serving.
-type readyBackend interface{ Ready() bool }
-
 // waitBackends waits until every backend that can tell reports ready, or
 // the timeout passes; it logs those that did not come up.
 func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
@@ -392,7 +389,7 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 	for {
 		var waiting []string
 		for ep, b := range g.backends {
-			if rb, ok := backendReadiness(b); ok && !rb.Ready() {
+			if rb, ok := b.(backendkit.Readiness); ok && !rb.Ready() {
 				waiting = append(waiting, ep)
 			}
 		}

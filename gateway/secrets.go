@@ -1,8 +1,8 @@
 package gateway
 
 import (
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/mcpbridge"
 )
 
 // Secrets returns every secret value the config refers to that can be read
@@ -40,7 +40,7 @@ func Secrets(cfg *config.Config) []string {
 	}
 	// An Authorization value "Bearer <token>" also protects the bare token.
 	for _, v := range out {
-		if cred := mcpbridge.CredentialPart(v); len(cred) >= 6 {
+		if cred := backendkit.CredentialPart(v); len(cred) >= backendkit.MinSecretLen {
 			out = append(out, cred)
 		}
 	}

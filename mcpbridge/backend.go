@@ -2,24 +2,24 @@
 // an MCP client that publishes a server's tools as an urn:xmpp:agent-api:0
 // manifest and runs tasks as tools/call requests.
 //
-// One Backend serves one [[agents]] entry with an [agents.mcp] table. It
-// spawns the stdio command (or connects to the streamable HTTP URL),
-// initializes, lists every tool page, publishes the manifest through a
-// Publisher, and keeps the server running: a server that exits or drops the
-// connection fails its in-flight tasks with the reserved code unavailable
-// (retryable) and is restarted with capped exponential backoff, the
-// endpoint's availability following along. docs/mcp-bridge.md describes the
+// One Backend serves one [[agents]] entry with an [agents.mcp] table (the
+// gateway turns it into Options). It spawns the stdio command (or connects
+// to the streamable HTTP URL, or uses an injected transport), initializes,
+// lists every tool page, publishes the manifest through a
+// backendkit.Publisher, and keeps the server running: a server that exits
+// or drops the connection fails its in-flight tasks with the reserved code
+// unavailable (retryable) and is restarted by backendkit's supervise loop,
+// the endpoint's availability following along. docs/mcp-bridge.md describes the
 // mapping and what it loses.
 package mcpbridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -30,42 +30,53 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
 
-// Publisher registers a manifest in the directory and activates it. The
-// gateway implements it; it returns the registered version and hash.
-// Publishing identical content again must be harmless.
-type Publisher interface {
-	Publish(ctx context.Context, manifestJSON []byte) (version, hash string, err error)
-}
-
-// Availability is told when an endpoint's backend goes up or down, so its
-// presence can follow.
-type Availability interface {
-	SetAvailable(endpoint string, up bool)
-}
-
-// Options configure a Backend. Agent.MCP is required.
+// Options configure a Backend: one [[agents]] entry with an [agents.mcp]
+// table, as the gateway reads it. Exactly one of Command, URL and
+// Transport is required.
 type Options struct {
-	Agent           config.Agent
-	ComponentDomain string // when set, Agent.JID must be below it
-	// ConfigDir resolves relative headers_file paths and is the stdio
-	// command's working directory ("" keeps the gateway's).
+	// JID is the agent's bare JID, the endpoint it serves.
+	JID string
+	// Manifest overrides: Name, Title and Description replace the server's
+	// own; Version pins agent.version instead of deriving it.
+	Name, Title, Description, Version string
+
+	// Command is the stdio server's argv; Env is added to the little of
+	// the gateway's environment it inherits.
+	Command []string
+	Env     map[string]string
+	// URL is a streamable HTTP server. Headers, when set, returns the
+	// headers to send; it is called at every connect, so rotated header
+	// files take effect on the next reconnect. Its errors name the header
+	// and its source, never a value; every value is redacted.
+	URL     string
+	Headers func() (http.Header, error)
+	// Transport, when set, is called at every connect for a fresh
+	// transport to the server instead of spawning Command or dialing URL:
+	// a test's in-memory server (mcp.NewInMemoryTransports), or an
+	// embedder's own. The raw-frame tap sees its frames as it sees
+	// stdio's and HTTP's.
+	Transport func(ctx context.Context) (mcp.Transport, error)
+
+	ComponentDomain string // when set, JID must be below it
+	// ConfigDir is the stdio command's working directory ("" keeps the
+	// gateway's).
 	ConfigDir    string
-	Publisher    Publisher    // nil: manifests are built but not published
-	Availability Availability // nil: not reported
-	Logger       *slog.Logger // nil: slog.Default()
+	Publisher    backendkit.Publisher    // nil: manifests are built but not published
+	Availability backendkit.Availability // nil: not reported
+	Logger       *slog.Logger            // nil: slog.Default()
 	// Secrets returns further values to redact (the component secret, other
-	// backends' keys). Header values and long [agents.mcp] env values are
-	// always redacted.
+	// backends' keys). Header values and long Env values are always
+	// redacted.
 	Secrets func() []string
 	// ClientVersion is sent as clientInfo.version ("dev" when empty).
 	ClientVersion string
-	// Restart backoff: doubled after each failure from MinBackoff up to
-	// MaxBackoff, with ±20% jitter. Defaults 1s and 60s.
+	// Restart backoff (backendkit.Supervisor): from MinBackoff, growing
+	// after each failure up to MaxBackoff. Defaults 1s and 60s.
 	MinBackoff, MaxBackoff time.Duration
 	// ConnectTimeout bounds one spawn-and-initialize (and the tool
 	// listing after it). Default 60s, which leaves npx time to install.
@@ -98,15 +109,15 @@ type Backend struct {
 	jid    string
 	local  string
 	log    *slog.Logger
-	red    *redactor
+	red    *backendkit.Redactor
 	client *mcp.Client
+	pub    *backendkit.Manifests
+	avail  *backendkit.Presence
 
-	mu            sync.Mutex
-	cur           *session
-	sessions      map[*mcp.ClientSession]*session
-	version, hash string
-	lastPublished []byte
-	losses        map[string]bool
+	mu       sync.Mutex
+	cur      *session
+	sessions map[*mcp.ClientSession]*session
+	losses   map[string]bool
 
 	running atomic.Bool
 
@@ -114,25 +125,27 @@ type Backend struct {
 	observe func(out bool, frame []byte)
 }
 
-var _ tasks.Backend = (*Backend)(nil)
+var (
+	_ tasks.Backend        = (*Backend)(nil)
+	_ backendkit.Readiness = (*Backend)(nil)
+)
 
 // New checks the options and prepares the MCP client. Nothing is started.
 func New(o Options) (*Backend, error) {
-	m := o.Agent.MCP
-	if m == nil {
-		return nil, errors.New("mcpbridge: agent has no [agents.mcp] table")
-	}
-	if (len(m.Command) == 0) == (m.URL == "") {
+	if o.Transport == nil && (len(o.Command) == 0) == (o.URL == "") {
 		return nil, errors.New("mcpbridge: [agents.mcp] needs exactly one of command or url")
 	}
-	if len(m.Command) > 0 && m.Command[0] == "" {
+	if o.Transport != nil && (len(o.Command) > 0 || o.URL != "") {
+		return nil, errors.New("mcpbridge: a Transport replaces command and url")
+	}
+	if len(o.Command) > 0 && o.Command[0] == "" {
 		return nil, errors.New("mcpbridge: [agents.mcp] command is empty")
 	}
-	bare, local, err := bareJID(o.Agent.JID)
+	bare, local, err := bareJID(o.JID)
 	if err != nil {
 		return nil, fmt.Errorf("mcpbridge: %w", err)
 	}
-	if v := o.Agent.Version; v != "" && !ids.ValidVersion(v) {
+	if v := o.Version; v != "" && !ids.ValidVersion(v) {
 		return nil, errors.New("mcpbridge: agent version does not match [A-Za-z0-9._~-]{1,64}")
 	}
 	if o.ComponentDomain != "" {
@@ -165,7 +178,9 @@ func New(o Options) (*Backend, error) {
 		jid:      bare,
 		local:    local,
 		log:      log.With(slog.String("agent", bare)),
-		red:      &redactor{extra: o.Secrets},
+		red:      backendkit.NewRedactor(o.Secrets),
+		pub:      backendkit.NewManifests(o.Publisher),
+		avail:    backendkit.NewPresence(bare, o.Availability),
 		sessions: map[*mcp.ClientSession]*session{},
 		losses:   map[string]bool{},
 	}
@@ -193,11 +208,11 @@ func (b *Backend) Features() tasks.Features {
 }
 
 // Current returns the version and hash last published ("" before the first).
-func (b *Backend) Current() (version, hash string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.version, b.hash
-}
+func (b *Backend) Current() (version, hash string) { return b.pub.Current() }
+
+// Ready implements backendkit.Readiness: the backend has published its
+// manifest, which it does only with a live session.
+func (b *Backend) Ready() bool { return b.pub.Ready() }
 
 // SemanticLosses lists the losses observed at run time (a server asked for
 // sampling, roots or URL elicitation, or an elicitation could not be
@@ -228,20 +243,16 @@ func (b *Backend) recordLoss(st *callState, code string) {
 	}
 }
 
-// setSecrets installs the per-connection secrets plus the env values.
+// setSecrets installs the per-connection secrets plus the env values long
+// enough to be taken for secrets.
 func (b *Backend) setSecrets(headerValues []string) {
-	var s []string
-	for _, v := range headerValues {
-		if len(v) >= minHeaderSecret {
-			s = append(s, v)
-		}
-	}
-	for _, v := range b.o.Agent.MCP.Env {
+	s := append([]string(nil), headerValues...)
+	for _, v := range b.o.Env {
 		if len(v) >= minEnvSecret {
 			s = append(s, v)
 		}
 	}
-	b.red.set(s)
+	b.red.Set(s...)
 }
 
 // session is one connected MCP client session.
@@ -354,11 +365,19 @@ func (b *Backend) connect(ctx context.Context) (*session, error) {
 		t  mcp.Transport
 		st *stdioTransport
 	)
-	if len(b.o.Agent.MCP.Command) > 0 {
+	switch {
+	case b.o.Transport != nil:
+		b.setSecrets(nil)
+		inner, err := b.o.Transport(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("MCP transport: %s", b.red.Scrub(err.Error()))
+		}
+		t = &tapTransport{t: inner, tap: tp}
+	case len(b.o.Command) > 0:
 		b.setSecrets(nil)
 		st = &stdioTransport{b: b, tap: tp}
 		t = st
-	} else {
+	default:
 		var err error
 		if t, err = b.httpTransport(tp); err != nil {
 			return nil, err
@@ -378,7 +397,7 @@ func (b *Backend) connect(ctx context.Context) (*session, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("MCP initialize failed: %s", b.red.safeText(err.Error(), 512))
+		return nil, fmt.Errorf("MCP initialize failed: %s", safeText(b.red, err.Error(), 512))
 	}
 	s := &session{
 		cs:          cs,
@@ -457,37 +476,33 @@ func (b *Backend) Start(ctx context.Context) error {
 		return errors.New("mcpbridge: Start called twice")
 	}
 	defer b.running.Store(false)
-	delay := b.o.MinBackoff
-	for {
-		s, err := b.connect(ctx)
+	sup := backendkit.Supervisor{Min: b.o.MinBackoff, Max: b.o.MaxBackoff, StableAfter: sessionStable}
+	sup.Run(ctx, b.runSession, func(err error, wait time.Duration) {
 		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, b.o.ConnectTimeout)
-			err = b.publish(pctx, s)
-			cancel()
-			if err != nil {
-				s.close()
-			}
+			b.log.Warn("MCP server went away; restarting", slog.Duration("after", wait))
+			return
 		}
-		if err == nil {
-			b.supervise(ctx, s)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if time.Since(s.started) >= sessionStable {
-				delay = b.o.MinBackoff
-			}
-			b.log.Warn("MCP server went away; restarting", slog.Duration("after", delay))
-		} else {
-			if ctx.Err() != nil {
-				return nil
-			}
-			b.log.Error("MCP server unavailable", slog.String("error", err.Error()), slog.Duration("retry_in", delay))
-		}
-		if !sleep(ctx, jitter(delay)) {
-			return nil
-		}
-		delay = min(delay*2, b.o.MaxBackoff)
+		b.log.Error("MCP server unavailable", slog.String("error", err.Error()), slog.Duration("retry_in", wait))
+	})
+	return nil
+}
+
+// runSession connects, publishes and supervises one session to its end. It
+// returns how long the session was up, or why it did not come up.
+func (b *Backend) runSession(ctx context.Context) (time.Duration, error) {
+	s, err := b.connect(ctx)
+	if err != nil {
+		return 0, err
 	}
+	pctx, cancel := context.WithTimeout(ctx, b.o.ConnectTimeout)
+	err = b.publish(pctx, s)
+	cancel()
+	if err != nil {
+		s.close()
+		return 0, err
+	}
+	b.supervise(ctx, s)
+	return time.Since(s.started), nil
 }
 
 // supervise runs one live session until it ends or ctx does.
@@ -541,11 +556,7 @@ func (b *Backend) ping(ctx context.Context, s *session) bool {
 	return err == nil || errors.As(err, &werr)
 }
 
-func (b *Backend) setAvailable(up bool) {
-	if b.o.Availability != nil {
-		b.o.Availability.SetAvailable(b.jid, up)
-	}
-}
+func (b *Backend) setAvailable(up bool) { b.avail.Set(up) }
 
 // publish builds the manifest and hands it to the Publisher unless it is
 // byte-identical to the last one published.
@@ -555,24 +566,15 @@ func (b *Backend) publish(ctx context.Context, s *session) error {
 		return err
 	}
 	for _, d := range bm.dropped {
-		b.log.Warn("MCP tool left out of the manifest", slog.String("reason", b.red.safeText(d, 512)))
+		b.log.Warn("MCP tool left out of the manifest", slog.String("reason", safeText(b.red, d, 512)))
 	}
-	b.mu.Lock()
-	same := bytes.Equal(bm.canonical, b.lastPublished)
-	b.mu.Unlock()
-	if same {
+	published, version, _, err := b.pub.Publish(ctx, bm.version, bm.canonical)
+	if err != nil {
+		return fmt.Errorf("publishing manifest version %s: %w", bm.version, err)
+	}
+	if !published {
 		return nil
 	}
-	version, hash := bm.version, ""
-	if b.o.Publisher != nil {
-		version, hash, err = b.o.Publisher.Publish(ctx, bm.canonical)
-		if err != nil {
-			return fmt.Errorf("publishing manifest version %s: %w", bm.version, err)
-		}
-	}
-	b.mu.Lock()
-	b.version, b.hash, b.lastPublished = version, hash, bm.canonical
-	b.mu.Unlock()
 	b.log.Info("published MCP manifest", slog.String("version", version), slog.Int("tools", bm.tools))
 	return nil
 }
@@ -609,19 +611,4 @@ func (b *Backend) declineUnsupported(next mcp.MethodHandler) mcp.MethodHandler {
 		b.recordLoss(st, code)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}
 	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }

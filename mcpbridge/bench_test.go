@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -29,7 +28,7 @@ func (r nullRun) CancelRequested() <-chan struct{} { return r.done }
 // through the bridge and through a plain go-sdk client; compare their ns/op.
 func BenchmarkEchoBackend(b *testing.B) {
 	log, _ := testLogger(b)
-	be, err := New(Options{Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: everythingCmd(b)}}, Logger: log})
+	be, err := New(Options{JID: testJID, Command: everythingCmd(b), Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestEngineWithEverything(t *testing.T) {
 	dir := taskstest.NewDirectory()
 	pub := &dirPublisher{dir: dir, m: make(chan *directory.Manifest, 8)}
 	log, logs := testLogger(t)
-	b, err := New(Options{Agent: stdioAgent(cmd), Publisher: pub, Logger: log, MinBackoff: 100 * time.Millisecond})
+	b, err := New(Options{JID: testJID, Command: cmd, Publisher: pub, Logger: log, MinBackoff: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -569,7 +569,7 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 
 func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 	log, _ := testLogger(t)
-	b, err := New(Options{Agent: stdioAgent([]string{"/nonexistent/mcp-server"}), Logger: log})
+	b, err := New(Options{JID: testJID, Command: []string{"/nonexistent/mcp-server"}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 
 func TestEverythingInitialize(t *testing.T) {
 	log, _ := testLogger(t)
-	b, err := New(Options{Agent: stdioAgent(everythingCmd(t)), Logger: log})
+	b, err := New(Options{JID: testJID, Command: everythingCmd(t), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,7 +188,7 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 			Retryable: werr.Code == jsonrpc.CodeInternalError,
 		}
 	}
-	b.log.Warn("MCP tools/call failed", slog.String("error", b.red.safeText(err.Error(), 512)))
+	b.log.Warn("MCP tools/call failed", slog.String("error", safeText(b.red, err.Error(), 512)))
 	// The target failed for an unexpected reason (an HTTP status, an
 	// undecodable answer): the reserved internal-error, retryable because
 	// such failures are usually transient.
@@ -284,7 +284,7 @@ func (b *Backend) toolResult(raw json.RawMessage, res *mcp.CallToolResult) (task
 	for _, m := range []*json.RawMessage{&tr.Content, &tr.StructuredContent, &tr.Meta} {
 		if len(*m) > 0 {
 			var found bool
-			*m, found = b.red.json(*m)
+			*m, found, _ = b.red.ScrubJSON(*m)
 			hit = hit || found
 		}
 	}
@@ -324,7 +324,7 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 		pr.Percent = &pct
 	}
 	st.pmu.Unlock()
-	pr.Message = b.red.safeText(p.Message, maxMessage)
+	pr.Message = safeText(b.red, p.Message, maxMessage)
 	if pr.Percent == nil && pr.Message == "" {
 		pr.Message = "progress " + strconv.FormatFloat(p.Progress, 'g', -1, 64)
 	}
@@ -365,9 +365,9 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		if err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw cannot represent the requested schema"}
 		}
-		schema, _ = b.red.json(data)
+		schema, _, _ = b.red.ScrubJSON(data)
 	}
-	q := b.red.safeText(p.Message, maxQuestion)
+	q := safeText(b.red, p.Message, maxQuestion)
 	if q == "" {
 		q = "The tool asks for input."
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -231,21 +232,20 @@ func (s *started) framesCopy() []frame {
 	return append([]frame(nil), s.frames...)
 }
 
-// start runs a Backend for agent until the test ends and waits for its
+// start runs a Backend for agent (the [[agents]] part of its Options)
+// until the test ends and waits for its
 // first publication.
-func start(t *testing.T, agent config.Agent, tweak func(*Options)) *started {
+func start(t *testing.T, agent Options, tweak func(*Options)) *started {
 	t.Helper()
 	log, buf := testLogger(t)
 	s := &started{pub: newRecPublisher(), avail: &recAvailability{ch: make(chan bool, 16)}, logs: buf}
-	o := Options{
-		Agent:           agent,
-		ComponentDomain: "agents.example.test",
-		Publisher:       s.pub,
-		Availability:    s.avail,
-		Logger:          log,
-		MinBackoff:      100 * time.Millisecond,
-		MaxBackoff:      time.Second,
-	}
+	o := agent
+	o.ComponentDomain = "agents.example.test"
+	o.Publisher = s.pub
+	o.Availability = s.avail
+	o.Logger = log
+	o.MinBackoff = 100 * time.Millisecond
+	o.MaxBackoff = time.Second
 	if tweak != nil {
 		tweak(&o)
 	}
@@ -313,8 +313,23 @@ func (s *started) exec(t *testing.T, tool, args string, r *fakeRun) *fakeRun {
 	return r
 }
 
-func stdioAgent(cmd []string) config.Agent {
-	return config.Agent{JID: testJID, MCP: &config.MCP{Command: cmd}}
+func stdioAgent(cmd []string) Options {
+	return Options{JID: testJID, Command: cmd}
+}
+
+// httpAgent is the streamable HTTP server at url, with the test token
+// header read from MCPBRIDGE_TEST_TOKEN at every connect (as the gateway
+// reads headers_env).
+func httpAgent(url string) Options {
+	return Options{JID: testJID, URL: url, Headers: func() (http.Header, error) {
+		v := os.Getenv("MCPBRIDGE_TEST_TOKEN")
+		if v == "" {
+			return nil, fmt.Errorf("header %s: environment variable MCPBRIDGE_TEST_TOKEN is not set or empty", tokenHeader)
+		}
+		h := http.Header{}
+		h.Set(tokenHeader, v)
+		return h, nil
+	}}
 }
 
 // textOf joins the text content items of a result.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -101,7 +100,7 @@ func testHTTPBridge(t *testing.T, stateless bool, version string) {
 	token := ids.New("tok-")
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token)
 	url, rejected := httpServer(t, token, stateless)
-	agent := config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}
+	agent := httpAgent(url)
 	s := start(t, agent, nil)
 
 	doc := checkManifestValid(t, s.pub.all()[0])
@@ -143,7 +142,7 @@ func TestHTTPWrongHeader(t *testing.T) {
 	url, rejected := httpServer(t, token, false)
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token+"-wrong")
 	log, _ := testLogger(t)
-	b, err := New(Options{Logger: log, Agent: config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}})
+	b, err := New(func() Options { o := httpAgent(url); o.Logger = log; return o }())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +167,7 @@ func TestHTTPConcurrentInputAttributed(t *testing.T) {
 	token := ids.New("tok-")
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token)
 	url, _ := httpServer(t, token, true)
-	s := start(t, config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}, nil)
+	s := start(t, httpAgent(url), nil)
 	runs := []*fakeRun{newFakeRun(), newFakeRun()}
 	release := make(chan struct{})
 	for i, color := range []string{"red", "blue"} {
@@ -201,7 +200,7 @@ func TestHTTPLegacyAmbiguousInputRefused(t *testing.T) {
 	token := ids.New("tok-")
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token)
 	url, _ := httpServer(t, token, false)
-	s := start(t, config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}}, nil)
+	s := start(t, httpAgent(url), nil)
 	first := newFakeRun()
 	release := make(chan struct{})
 	first.answer = func(tasks.InputRequest) (json.RawMessage, error) {
@@ -235,7 +234,7 @@ func TestHTTPServerDownAndBack(t *testing.T) {
 	token := ids.New("tok-")
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token)
 	url, _ := httpServer(t, token, false)
-	s := start(t, config.Agent{JID: testJID, MCP: &config.MCP{URL: url, HeadersEnv: map[string]string{tokenHeader: "MCPBRIDGE_TEST_TOKEN"}}},
+	s := start(t, httpAgent(url),
 		func(o *Options) { o.HealthInterval = 100 * time.Millisecond })
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
 	hs, _ := servers.Load(addr)

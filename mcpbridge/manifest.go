@@ -2,8 +2,6 @@ package mcpbridge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
@@ -121,7 +120,7 @@ func (b *Backend) listTools(ctx context.Context, s *session) ([]json.RawMessage,
 		}
 		for _, t := range tools {
 			// Secrets never reach a manifest, whatever the server lists.
-			t, _ = b.red.json(t)
+			t, _, _ = b.red.ScrubJSON(t)
 			all = append(all, t)
 		}
 		if next == "" {
@@ -206,14 +205,14 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 	out.tools = len(tools)
 
 	agent := map[string]any{"jid": b.jid}
-	cfg := b.o.Agent
+	cfg := b.o
 	info := &mcp.Implementation{}
 	if st.info != nil {
 		info = &mcp.Implementation{
-			Name:        b.red.text(st.info.Name),
-			Title:       b.red.text(st.info.Title),
-			Description: b.red.text(st.info.Description),
-			Version:     b.red.text(st.info.Version),
+			Name:        b.red.Scrub(st.info.Name),
+			Title:       b.red.Scrub(st.info.Title),
+			Description: b.red.Scrub(st.info.Description),
+			Version:     b.red.Scrub(st.info.Version),
 		}
 	}
 	name := firstNonEmpty(cfg.Name, info.Name, b.local)
@@ -249,8 +248,7 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 		if err != nil {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
-		sum := sha256.Sum256(c)
-		version = versionHashPrefix + hex.EncodeToString(sum[:8])
+		version = versionHashPrefix + backendkit.VersionDigest(c)
 	}
 	agent["version"] = version
 	c, err := ijson.Canonical(m)
@@ -495,5 +493,5 @@ func (b *Backend) callError(method string, err error) error {
 	if errors.As(err, &werr) {
 		return fmt.Errorf("%s: JSON-RPC error %d", method, werr.Code)
 	}
-	return fmt.Errorf("%s: %s", method, b.red.safeText(err.Error(), 512))
+	return fmt.Errorf("%s: %s", method, safeText(b.red, err.Error(), 512))
 }

@@ -11,17 +11,16 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
 
-func rawAgent(t *testing.T, secret string) config.Agent {
+func rawAgent(t *testing.T, secret string) Options {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{exe}, Env: map[string]string{"MCPBRIDGE_RAW_SERVER": "1", "RAW_SECRET": secret}}}
+	return Options{JID: testJID, Command: []string{exe}, Env: map[string]string{"MCPBRIDGE_RAW_SERVER": "1", "RAW_SECRET": secret}}
 }
 
 func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
@@ -188,8 +187,11 @@ func TestRawCalls(t *testing.T) {
 // question must not reach the next caller just because that caller's call
 // is the only one in flight. Once the server answers the abandoned request,
 // attribution is certain again.
+//
+// The raw server runs in this process behind the injected transport: the
+// attribution logic, not a real process, is the point.
 func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
-	s := start(t, rawAgent(t, ids.New("sec-")), nil)
+	s := start(t, Options{JID: testJID, Transport: inMemoryRaw(ids.New("sec-"))}, nil)
 
 	a := newFakeRun()
 	aDone := make(chan struct{})

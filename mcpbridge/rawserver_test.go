@@ -3,11 +3,15 @@ package mcpbridge
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestMain lets the test binary double as a scripted stdio MCP server that
@@ -16,8 +20,7 @@ import (
 // duplicates and foreign schema dialects, exact bytes in results).
 func TestMain(m *testing.M) {
 	if os.Getenv("MCPBRIDGE_RAW_SERVER") == "1" {
-		rawServer()
-		os.Exit(0)
+		os.Exit(rawServer(os.Stdin, os.Stdout, os.Stderr, os.Getenv("RAW_SECRET")))
 	}
 	os.Exit(m.Run())
 }
@@ -56,11 +59,25 @@ func rawToolsPage3(added bool) string {
 	return s + "]"
 }
 
-func rawServer() {
-	secret := os.Getenv("RAW_SECRET")
-	in := bufio.NewScanner(os.Stdin)
+// rawExit ends rawServer with an exit code from anywhere inside it.
+type rawExit int
+
+// rawServer serves one client on stdin and stdout (or in-memory pipes) and
+// returns the exit code of the process it plays: 0 at end of input, 3 for
+// the die tool.
+func rawServer(stdin io.Reader, stdout, stderr io.Writer, secret string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, ok := r.(rawExit)
+			if !ok {
+				panic(r)
+			}
+			code = int(c)
+		}
+	}()
+	in := bufio.NewScanner(stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<24)
-	out := bufio.NewWriter(os.Stdout)
+	out := bufio.NewWriter(stdout)
 	send := func(s string) {
 		// stdio framing: one message per line, no embedded newlines.
 		var c bytes.Buffer
@@ -96,14 +113,14 @@ func rawServer() {
 		for {
 			m, ok := read()
 			if !ok {
-				os.Exit(0)
+				panic(rawExit(0))
 			}
 			if string(m.ID) == id && m.Method == "" {
 				return m
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "raw server starting with key %s\n", secret)
+	fmt.Fprintf(stderr, "raw server starting with key %s\n", secret)
 	added := false
 	// late is the id of a late-ask call the server keeps running after
 	// the client cancelled it (cancellation is advisory in MCP).
@@ -112,7 +129,7 @@ func rawServer() {
 	for {
 		m, ok := read()
 		if !ok {
-			return
+			return 0
 		}
 		reply := func(result string) { send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`) }
 		fail := func(code int, text string) {
@@ -180,7 +197,7 @@ func rawServer() {
 				send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 				reply(`{"content":[{"type":"text","text":"added"}]}`)
 			case "die":
-				os.Exit(3)
+				panic(rawExit(3))
 			case "late-ask":
 				// Announce the call, then keep it open: its question
 				// comes later, while another call is in flight.
@@ -223,5 +240,22 @@ func rawServer() {
 				fail(-32601, "method not found")
 			}
 		}
+	}
+}
+
+// inMemoryRaw is a Transport option running rawServer in this process for
+// every connect, over in-memory pipes: for tests where the bridge's logic,
+// not a real process, is the point. The server "exits" (its pipes close)
+// at end of input or on the die tool.
+func inMemoryRaw(secret string) func(context.Context) (mcp.Transport, error) {
+	return func(context.Context) (mcp.Transport, error) {
+		toServer, fromClient := io.Pipe()
+		toClient, fromServer := io.Pipe()
+		go func() {
+			rawServer(toServer, fromServer, io.Discard, secret)
+			toServer.Close()
+			fromServer.Close()
+		}()
+		return &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentgw/agentgw/backendkit"
 )
 
 // A server that floods stderr gets at most stderrBurst lines logged at once,
@@ -14,8 +16,8 @@ import (
 func TestStderrRateLimited(t *testing.T) {
 	log, buf := testLogger(t)
 	const secret = "s3cr3t-value-0123"
-	b := &Backend{log: log, red: &redactor{}}
-	b.red.set([]string{secret})
+	b := &Backend{log: log, red: backendkit.NewRedactor(nil)}
+	b.red.Set(secret)
 	r, w := io.Pipe()
 	done := make(chan struct{})
 	go func() { b.logStderr(r, 42); close(done) }()

@@ -2,10 +2,14 @@ package mcpbridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The go-sdk decodes results into its own types, which drop members it does
@@ -399,4 +403,42 @@ func (s *sseTap) sseLine(line []byte) {
 	default:
 		s.data = s.data[:0]
 	}
+}
+
+// tapTransport gives an injected transport's frames to the tap: the
+// messages it carries are encoded again as the JSON-RPC frames the wire
+// would hold (a result keeps the server's own bytes).
+type tapTransport struct {
+	t   mcp.Transport
+	tap *tap
+}
+
+func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.t.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tapConn{Connection: c, tap: t.tap}, nil
+}
+
+type tapConn struct {
+	mcp.Connection
+	tap *tap
+}
+
+func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if err == nil {
+		if frame, eerr := jsonrpc.EncodeMessage(m); eerr == nil && len(frame) <= maxTapFrame {
+			c.tap.incoming(frame)
+		}
+	}
+	return m, err
+}
+
+func (c *tapConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	if frame, err := jsonrpc.EncodeMessage(m); err == nil && len(frame) <= maxTapFrame {
+		c.tap.outgoing(frame)
+	}
+	return c.Connection.Write(ctx, m)
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/procsec"
 )
 
@@ -93,9 +92,9 @@ type stdioTransport struct {
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	m := t.b.o.Agent.MCP
-	cmd := exec.Command(m.Command[0], m.Command[1:]...)
-	cmd.Env = childEnv(m.Env)
+	o := t.b.o
+	cmd := exec.Command(o.Command[0], o.Command[1:]...)
+	cmd.Env = childEnv(o.Env)
 	cmd.Dir = t.b.o.ConfigDir
 	// Its own process group, so stop can signal wrappers (npx, sh) and
 	// what they started; killed by the kernel if the gateway dies.
@@ -132,7 +131,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		if cause == nil {
 			cause = err
 		}
-		return nil, fmt.Errorf("cannot start MCP server command %q: %w", filepath.Base(m.Command[0]), cause)
+		return nil, fmt.Errorf("cannot start MCP server command %q: %w", filepath.Base(o.Command[0]), cause)
 	}
 	outW.Close()
 	inR.Close()
@@ -199,7 +198,7 @@ func (b *Backend) logStderr(r io.ReadCloser, pid int) {
 		if len(line) > 0 {
 			if ok, n := lim.allow(); ok {
 				suppressed(n)
-				b.log.Info("MCP server stderr", slog.Int("pid", pid), slog.String("line", b.red.safeText(line, maxStderrLine)))
+				b.log.Info("MCP server stderr", slog.Int("pid", pid), slog.String("line", safeText(b.red, line, maxStderrLine)))
 			}
 		}
 		if err != nil {
@@ -259,34 +258,6 @@ func readBoundedLine(br *bufio.Reader, max int) (string, error) {
 	}
 }
 
-// headers reads the configured HTTP header values. Errors name the header
-// and the source, never a value.
-func (b *Backend) headers() (http.Header, []string, error) {
-	m := b.o.Agent.MCP
-	h := http.Header{}
-	var secrets []string
-	for name, env := range m.HeadersEnv {
-		v, err := config.ReadSecret(env, "")
-		if err != nil {
-			return nil, nil, fmt.Errorf("header %s: %w", name, err)
-		}
-		h.Set(name, v)
-		secrets = append(secrets, v)
-	}
-	for name, file := range m.HeadersFile {
-		if !filepath.IsAbs(file) && b.o.ConfigDir != "" {
-			file = filepath.Join(b.o.ConfigDir, file)
-		}
-		v, err := config.ReadSecret("", file)
-		if err != nil {
-			return nil, nil, fmt.Errorf("header %s: %w", name, err)
-		}
-		h.Set(name, v)
-		secrets = append(secrets, v)
-	}
-	return h, secrets, nil
-}
-
 // httpTap adds the configured headers to every request and lets the tap see
 // request and response bodies.
 type httpTap struct {
@@ -329,9 +300,16 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 // httpTransport builds the streamable HTTP transport with headers read now,
 // so rotated header files take effect on the next reconnect.
 func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
-	h, secrets, err := b.headers()
-	if err != nil {
-		return nil, err
+	h := http.Header{}
+	if b.o.Headers != nil {
+		var err error
+		if h, err = b.o.Headers(); err != nil {
+			return nil, err
+		}
+	}
+	var secrets []string
+	for _, vs := range h {
+		secrets = append(secrets, vs...)
 	}
 	b.setSecrets(secrets)
 	base := http.DefaultTransport.(*http.Transport).Clone()
@@ -341,5 +319,5 @@ func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
 		// elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &mcp.StreamableClientTransport{Endpoint: b.o.Agent.MCP.URL, HTTPClient: client, MaxRetries: 2}, nil
+	return &mcp.StreamableClientTransport{Endpoint: b.o.URL, HTTPClient: client, MaxRetries: 2}, nil
 }

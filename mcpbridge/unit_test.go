@@ -1,13 +1,16 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -96,17 +99,17 @@ func TestConvertToolKeepsMembers(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
-	r := &redactor{extra: func() []string { return []string{"component-secret", "x"} }}
-	r.set([]string{"s3cr\"et-value", "s3cr\"et"})
-	if got := r.text(`a s3cr"et-value b component-secret x`); got != `a [redacted] b [redacted] x` {
+	r := backendkit.NewRedactor(func() []string { return []string{"component-secret", "x"} })
+	r.Set("s3cr\"et-value", "s3cr\"et")
+	if got := r.Scrub(`a s3cr"et-value b component-secret x`); got != `a [redacted] b [redacted] x` {
 		t.Errorf("text: %q", got)
 	}
 	doc, _ := json.Marshal(map[string]string{"k": `key=s3cr"et-value`})
-	out, found := r.json(doc)
+	out, found, _ := r.ScrubJSON(doc)
 	if !found || string(out) != `{"k":"key=[redacted]"}` || !json.Valid(out) {
 		t.Errorf("json: %s %v", out, found)
 	}
-	if got := r.safeText("line\x1b[31m\rforged\u2028ok", 100); strings.ContainsAny(got, "\x1b\r") {
+	if got := safeText(r, "line\x1b[31m\rforged\u2028ok", 100); strings.ContainsAny(got, "\x1b\r") {
 		t.Errorf("control characters kept: %q", got)
 	}
 	if got := bound("héllo", 2); got != "hé" {
@@ -169,22 +172,24 @@ func TestFrameTapSplitsValues(t *testing.T) {
 }
 
 func TestNewChecksOptions(t *testing.T) {
-	cmd := &config.MCP{Command: []string{"server"}}
+	cmd := []string{"server"}
+	inMemory := func(context.Context) (mcp.Transport, error) { t, _ := mcp.NewInMemoryTransports(); return t, nil }
 	for name, o := range map[string]Options{
-		"no mcp table":       {Agent: config.Agent{JID: testJID}},
-		"command and url":    {Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{"x"}, URL: "http://127.0.0.1:1/mcp"}}},
-		"neither":            {Agent: config.Agent{JID: testJID, MCP: &config.MCP{}}},
-		"empty command":      {Agent: config.Agent{JID: testJID, MCP: &config.MCP{Command: []string{""}}}},
-		"full jid":           {Agent: config.Agent{JID: testJID + "/res", MCP: cmd}},
-		"domain only":        {Agent: config.Agent{JID: "agents.example.test", MCP: cmd}},
-		"outside the domain": {Agent: config.Agent{JID: "a@elsewhere.test", MCP: cmd}, ComponentDomain: "agents.example.test"},
-		"bad version":        {Agent: config.Agent{JID: testJID, MCP: cmd, Version: "1 2"}},
+		"no mcp table":          {JID: testJID},
+		"command and url":       {JID: testJID, Command: []string{"x"}, URL: "http://127.0.0.1:1/mcp"},
+		"neither":               {JID: testJID},
+		"empty command":         {JID: testJID, Command: []string{""}},
+		"transport and command": {JID: testJID, Command: cmd, Transport: inMemory},
+		"full jid":              {JID: testJID + "/res", Command: cmd},
+		"domain only":           {JID: "agents.example.test", Command: cmd},
+		"outside the domain":    {JID: "a@elsewhere.test", Command: cmd, ComponentDomain: "agents.example.test"},
+		"bad version":           {JID: testJID, Command: cmd, Version: "1 2"},
 	} {
 		if _, err := New(o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	b, err := New(Options{Agent: config.Agent{JID: "Everything@Agents.Example.Test", MCP: cmd}, ComponentDomain: "agents.example.test"})
+	b, err := New(Options{JID: "Everything@Agents.Example.Test", Command: cmd, ComponentDomain: "agents.example.test"})
 	if err != nil || b.Endpoint() != testJID || b.Features() != (tasks.Features{Progress: true, Cancel: true, Input: true}) {
 		t.Errorf("New: %v %v", b, err)
 	}

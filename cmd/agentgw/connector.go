@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
+	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 )
@@ -88,13 +90,13 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if agent == nil || agent.Connector == nil {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.connector] agent in %s", ep, *cfgPath)}
 	}
-	red := &logging.Redactor{}
+	red := backendkit.NewRedactor(nil)
 	red.Add(secrets...)
 	for _, v := range values {
 		red.Add(v)
 	}
 	log, _ := logging.New(stderr, "text", "warn", red)
-	o, err := connectorbridge.OptionsFromConfig(cfg, *agent)
+	o, err := gateway.ConnectorOptions(cfg, *agent)
 	if err != nil {
 		return err
 	}

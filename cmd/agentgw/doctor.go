@@ -19,6 +19,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
@@ -65,7 +66,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *timeout <= 0 || *mcpTimeout <= 0 {
 		return usagef("--timeout and --mcp-timeout must be positive")
 	}
-	d := &doctor{out: stdout, red: &logging.Redactor{}, cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout}
+	d := &doctor{out: stdout, red: backendkit.NewRedactor(nil), cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout}
 
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -103,7 +104,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // doctor prints one line per check and counts failures.
 type doctor struct {
 	out                 io.Writer
-	red                 *logging.Redactor
+	red                 *backendkit.Redactor
 	log                 *slog.Logger
 	cfgPath             string
 	timeout, mcpTimeout time.Duration
@@ -433,14 +434,12 @@ func (d *doctor) checkMCP(ctx context.Context, cfg *config.Config, a config.Agen
 			return
 		}
 	}
-	b, err := mcpbridge.New(mcpbridge.Options{
-		Agent:           a,
-		ComponentDomain: cfg.XMPP.ComponentDomain,
-		ConfigDir:       cfg.Dir,
-		Logger:          d.log,
-		// Our context ends first, so a timeout reads as one.
-		ConnectTimeout: d.mcpTimeout + 5*time.Second,
-	})
+	o := gateway.MCPOptions(cfg, a)
+	o.ComponentDomain = cfg.XMPP.ComponentDomain
+	o.Logger = d.log
+	// Our context ends first, so a timeout reads as one.
+	o.ConnectTimeout = d.mcpTimeout + 5*time.Second
+	b, err := mcpbridge.New(o)
 	if err != nil {
 		d.fail(what, "%s", strings.TrimPrefix(err.Error(), "mcpbridge: "))
 		return
@@ -490,7 +489,7 @@ func commandProblem(cfg *config.Config, name string) string {
 }
 
 func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB, what string) {
-	o, err := connectorbridge.OptionsFromConfig(cfg, a)
+	o, err := gateway.ConnectorOptions(cfg, a)
 	if err != nil {
 		d.fail(what, "%s — set it to the connector's system API key", strings.TrimPrefix(err.Error(), "agent "+a.JID+": "))
 		return

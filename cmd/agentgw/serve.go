@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
@@ -52,7 +53,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	secretVars := config.TakeSecretEnv(cfg.SecretEnvNames()...)
 	scrubbed, scrubErr := procsec.ScrubEnviron(secretVars)
 	dumpErr := procsec.NoDump()
-	redactor := &logging.Redactor{}
+	redactor := backendkit.NewRedactor(nil)
 	redactor.Add(gateway.Secrets(cfg)...)
 	log, err := logging.New(stderr, cfg.Log.Format, cfg.Log.Level, redactor)
 	if err != nil {

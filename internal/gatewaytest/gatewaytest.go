@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
@@ -180,7 +181,7 @@ func (e *Env) StartGateway() {
 		e.opts.Mutate(cfg)
 	}
 	e.Config = cfg
-	red := &logging.Redactor{}
+	red := backendkit.NewRedactor(nil)
 	red.Add(gateway.Secrets(cfg)...)
 	log, _ := logging.New(e.Log, "text", "debug", red)
 	backends := map[string]tasks.Backend{}

@@ -1,7 +1,8 @@
 // Package logging builds agentgw's structured logger (log/slog, text or
-// JSON) with a last line of defence for secrets: every registered secret
-// value is replaced by "[REDACTED]" in messages and attribute values, even
-// where a bug or a backend's stderr would have carried it.
+// JSON) with a last line of defence for secrets: a Scrubber (the gateway's
+// one redactor, backendkit.Redactor) replaces every secret value in
+// messages and attribute values, even where a bug or a backend's stderr
+// would have carried it.
 package logging
 
 import (
@@ -9,46 +10,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"sync"
 )
 
-// Redactor holds secret values to scrub.
-type Redactor struct {
-	mu      sync.RWMutex
-	secrets []string
-}
-
-// Add registers secret values. Values shorter than 6 bytes are ignored:
-// scrubbing them would mangle ordinary text without protecting anything.
-func (r *Redactor) Add(values ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, v := range values {
-		if len(v) >= 6 {
-			r.secrets = append(r.secrets, v)
-		}
-	}
-}
-
-// Scrub replaces every registered secret in s.
-func (r *Redactor) Scrub(s string) string {
-	if r == nil {
-		return s
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, v := range r.secrets {
-		if strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, "[REDACTED]")
-		}
-	}
-	return s
+// Scrubber replaces secrets in text: backendkit.Redactor, the gateway's
+// one redactor. A nil Scrubber scrubs nothing.
+type Scrubber interface {
+	Scrub(s string) string
 }
 
 // New returns a logger writing to w in format "text" or "json" at level
 // ("debug", "info", "warn", "error"), scrubbing r's secrets.
-func New(w io.Writer, format, level string, r *Redactor) (*slog.Logger, error) {
+func New(w io.Writer, format, level string, r Scrubber) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
@@ -63,12 +35,25 @@ func New(w io.Writer, format, level string, r *Redactor) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: use text or json", format)
 	}
-	return slog.New(&redacting{next: h, r: r}), nil
+	return slog.New(NewHandler(h, r)), nil
 }
+
+// NewHandler wraps next so that r scrubs every message and attribute value
+// (errors and other values by their text).
+func NewHandler(next slog.Handler, r Scrubber) slog.Handler {
+	if r == nil {
+		r = noScrub{}
+	}
+	return &redacting{next: next, r: r}
+}
+
+type noScrub struct{}
+
+func (noScrub) Scrub(s string) string { return s }
 
 type redacting struct {
 	next slog.Handler
-	r    *Redactor
+	r    Scrubber
 }
 
 func (h *redacting) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }

@@ -5,13 +5,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/backendkit"
 )
 
 func TestSecretsAreScrubbedEverywhere(t *testing.T) {
 	const secret = "s3cr3t-component-key"
 	for _, format := range []string{"text", "json"} {
 		var buf bytes.Buffer
-		r := &Redactor{}
+		r := backendkit.NewRedactor(nil)
 		r.Add(secret, "abc") // too short to register
 		log, err := New(&buf, format, "debug", r)
 		if err != nil {
@@ -22,7 +24,7 @@ func TestSecretsAreScrubbedEverywhere(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Fatalf("%s output leaks the secret: %s", format, out)
 		}
-		if strings.Count(out, "[REDACTED]") != 4 {
+		if strings.Count(out, backendkit.Redacted) != 4 {
 			t.Fatalf("%s: want 4 redactions, got: %s", format, out)
 		}
 		if !strings.Contains(out, "abc") && format == "text" {

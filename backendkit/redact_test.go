@@ -1,4 +1,4 @@
-package mcpbridge
+package backendkit
 
 import "testing"
 
@@ -13,12 +13,12 @@ func TestRedactorCoversTheBareCredential(t *testing.T) {
 			t.Errorf("CredentialPart(%q) = %q, want %q", in, got, want)
 		}
 	}
-	var r redactor
-	r.set([]string{"Bearer s3cr3t-token"})
-	if got := r.text("header was Bearer s3cr3t-token, token s3cr3t-token"); got != "header was [redacted], token [redacted]" {
+	r := NewRedactor(nil)
+	r.Set("Bearer s3cr3t-token")
+	if got := r.Scrub("header was Bearer s3cr3t-token, token s3cr3t-token"); got != "header was [redacted], token [redacted]" {
 		t.Fatalf("redacted text = %q", got)
 	}
-	out, found := r.json([]byte(`{"seen":"s3cr3t-token"}`))
+	out, found, _ := r.ScrubJSON([]byte(`{"seen":"s3cr3t-token"}`))
 	if !found || string(out) != `{"seen":"[redacted]"}` {
 		t.Fatalf("redacted json = %s (found %v)", out, found)
 	}

@@ -17,10 +17,10 @@ import (
 	"mellium.im/xmpp/jid"
 	"mellium.im/xmpp/stream"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 

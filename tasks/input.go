@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )

@@ -19,13 +19,13 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/mcpbridge"

@@ -10,11 +10,11 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/fuzzcheck"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -71,7 +71,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 				w.active[m.Endpoint] = m.Version
 			}
 		}
-		w.vocab = fuzzcheck.Vocabulary(f, "directory/dirxmpp", "directory", "component", "internal/ns",
+		w.vocab = fuzzcheck.Vocabulary(f, "directory/dirxmpp", "directory", "component", "agentproto/ns",
 			"internal/rsm", "internal/dataform")
 		world = w
 	})

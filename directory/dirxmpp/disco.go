@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/rsm"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 

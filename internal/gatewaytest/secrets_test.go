@@ -30,8 +30,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )

@@ -14,8 +14,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 )
 

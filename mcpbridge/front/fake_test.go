@@ -10,8 +10,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 )
 
 // fakeAgents is an in-memory stand-in for the XMPP side, for unit tests of

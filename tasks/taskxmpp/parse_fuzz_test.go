@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -20,7 +20,7 @@ import (
 
 // taskVocab is what rejection texts may be made of.
 func taskVocab(f *testing.F) fuzzcheck.Vocab {
-	return fuzzcheck.Vocabulary(f, "tasks/taskxmpp", "component", "internal/ns")
+	return fuzzcheck.Vocabulary(f, "tasks/taskxmpp", "component", "agentproto/ns")
 }
 
 // fuzzPayload parses data the way the component does; nil means the stream

@@ -10,6 +10,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -64,7 +65,7 @@ func (c *Client) Invoke(ctx context.Context, ep jid.JID, req *InvokeRequest) (*A
 				Created: p.AttrValue("created"), RetainUntil: p.AttrValue("retain-until"),
 			}, nil
 		}
-		var se *StanzaError
+		var se *agentproto.StanzaError
 		if errors.As(err, &se) || ctx.Err() != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
@@ -313,7 +314,7 @@ func TestProsodyDispatch(t *testing.T) {
 			t.Fatalf("ping client: %v %v", reply, err)
 		}
 		reply, err = f.comp.SendIQ(ctx, component.NewIQ("get", "", from, f.client.JID(), xmltree.New("urn:example:nope", "q")))
-		if !errors.Is(err, component.ErrServiceUnavailable()) || reply == nil {
+		if !errors.Is(err, agentproto.ErrServiceUnavailable()) || reply == nil {
 			t.Fatalf("unknown payload to client: %v %v", reply, err)
 		}
 		// A peer that never answers: our own "hang" endpoint, through the server.

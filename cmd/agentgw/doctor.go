@@ -19,6 +19,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
@@ -261,7 +262,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	start := time.Now()
 	_, err = comp.SendIQ(pctx, ping)
 	rtt := time.Since(start).Round(10 * time.Microsecond)
-	var se *component.StanzaError
+	var se *agentproto.StanzaError
 	switch {
 	case err == nil:
 		d.ok("xmpp ping", "%s answered in %v", server, rtt)

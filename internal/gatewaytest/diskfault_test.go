@@ -134,7 +134,7 @@ func (r *dfInvoke) outcome() string {
 		return "accepted"
 	}
 	if cond := agentclient.Condition(r.err); cond != "" {
-		return cond
+		return string(cond)
 	}
 	return "no reply"
 }

@@ -14,6 +14,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/xmpptime"
@@ -91,7 +92,7 @@ func delegationDepth(req *mcp.CallToolRequest) (int, error) {
 
 // stanzaText is the text of a stanza error, or "".
 func stanzaText(err error) string {
-	var se *agentclient.StanzaError
+	var se *agentproto.StanzaError
 	if errors.As(err, &se) {
 		return se.Text
 	}
@@ -184,7 +185,7 @@ func (c *callRun) invokeFailed(ctx context.Context, ir *agentclient.InvokeReques
 		c.f.orphan(c, ir)
 		return nil, rpcError(CodeAgentUnavailable, "the call was cancelled by the host before the agent accepted it", tm)
 	}
-	cond := agentclient.Condition(err)
+	cond := string(agentclient.Condition(err))
 	tm.Condition = cond
 	switch cond {
 	case "":

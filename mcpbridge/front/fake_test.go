@@ -10,6 +10,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
 )
@@ -109,7 +110,7 @@ func (fa *fakeAgents) op(s string) {
 	fa.mu.Unlock()
 }
 
-var errNotFound = &agentclient.StanzaError{Type: "cancel", Condition: "item-not-found"}
+var errNotFound = &agentproto.StanzaError{Type: "cancel", Condition: "item-not-found"}
 
 func (fa *fakeAgents) JID() jid.JID { return fa.me }
 
@@ -280,7 +281,7 @@ func (fa *fakeAgents) Result(ctx context.Context, ep jid.JID, taskID string) (*a
 	fa.mu.Lock()
 	defer fa.mu.Unlock()
 	if !t.terminal() {
-		return nil, &agentclient.StanzaError{Condition: "unexpected-request"}
+		return nil, &agentproto.StanzaError{Condition: "unexpected-request"}
 	}
 	return &agentclient.TaskResult{TaskID: t.id, State: t.state, Revision: int64(len(t.events)), Payload: t.result}, nil
 }
@@ -293,7 +294,7 @@ func (fa *fakeAgents) Cancel(ctx context.Context, ep jid.JID, taskID string, exp
 	fa.mu.Lock()
 	if t.terminal() || expectedRevision != int64(len(t.events)) {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "conflict"}
+		return 0, &agentproto.StanzaError{Condition: "conflict"}
 	}
 	fa.ops = append(fa.ops, "cancel "+t.tool)
 	fa.mu.Unlock()
@@ -310,11 +311,11 @@ func (fa *fakeAgents) ProvideInput(ctx context.Context, ep jid.JID, taskID, requ
 	fa.mu.Lock()
 	if t.pending == nil || t.pending.RequestID != requestID || t.state != "input_required" {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "conflict"}
+		return 0, &agentproto.StanzaError{Condition: "conflict"}
 	}
 	if _, _, err := ijson.Canonicalize(input, ijson.Limits{}); err != nil {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "not-acceptable"}
+		return 0, &agentproto.StanzaError{Condition: "not-acceptable"}
 	}
 	t.pending = nil
 	fa.ops = append(fa.ops, "input "+string(input))

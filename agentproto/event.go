@@ -59,6 +59,10 @@ type InputRequiredPayload struct {
 	InputSchema json.RawMessage `json:"inputSchema"`
 	CreatedAt   string          `json:"createdAt"`
 	ExpiresAt   string          `json:"expiresAt,omitempty"`
+	// Revision is not part of the JSON: it is the task revision of the
+	// event (or task-state) that carried the request, which an answer
+	// sends as expected-revision.
+	Revision int64 `json:"-"`
 }
 
 // CompletedPayload is the payload of a completed event: the whole MCP

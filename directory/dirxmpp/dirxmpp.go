@@ -7,7 +7,7 @@
 // Every handler answers from the in-memory directory.Reader and the
 // federation.Policy; none does slow work. Anything nonexistent, hidden or
 // unauthorized for a discovery or metadata operation is answered with the
-// one byte-identical component.ErrItemNotFound.
+// one byte-identical agentproto.ErrItemNotFound.
 package dirxmpp
 
 import (

@@ -158,7 +158,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 		if ev.Revision != int64(i+1) {
 			t.Fatalf("stored event %d has revision %d", i, ev.Revision)
 		}
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	if got := strings.Join(types, ","); got != "status,progress,progress,completed" {
 		t.Fatalf("stored events = %s", got)

@@ -453,7 +453,7 @@ func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 		t.Helper()
 		opts.RecoverAfter = 2 * time.Second
 		out, err := c.Call(ctx, ep, tool, json.RawMessage(args), opts)
-		if err != nil || out.State != want {
+		if err != nil || string(out.State) != want {
 			t.Fatalf("%s %s: %v %+v", ep, tool, err, out)
 		}
 		if ep.Equal(imEP) {

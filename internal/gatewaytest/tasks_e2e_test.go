@@ -77,7 +77,7 @@ func (te *taskEnv) waitState(t *testing.T, c *agentclient.Client, taskID, state 
 		if err != nil {
 			t.Fatalf("task-state: %v", err)
 		}
-		return st.State == state
+		return string(st.State) == state
 	})
 	return st
 }

@@ -50,7 +50,7 @@ type fakeTask struct {
 	args      json.RawMessage
 	events    []agentclient.Event
 	changed   chan struct{} // closed and replaced on every event
-	state     string
+	state     agentproto.State
 	pending   *agentclient.InputRequest
 	inputs    chan json.RawMessage
 	cancelled chan struct{}
@@ -201,12 +201,12 @@ func (t *fakeTask) emit(typ string, payload any) {
 		return
 	}
 	rev := int64(len(t.events) + 1)
-	t.events = append(t.events, agentclient.Event{Endpoint: t.ep, TaskID: t.id, Revision: rev, Type: typ, Payload: b})
+	t.events = append(t.events, agentclient.Event{Endpoint: t.ep, TaskID: t.id, Revision: rev, Type: agentproto.EventType(typ), Payload: b})
 	switch typ {
 	case "status":
-		t.state = payload.(map[string]any)["state"].(string)
+		t.state = agentproto.State(payload.(map[string]any)["state"].(string))
 	case "input_required", "completed", "failed", "cancelled":
-		t.state = typ
+		t.state = agentproto.State(typ)
 	}
 	if typ == "completed" || typ == "failed" || typ == "cancelled" {
 		t.result = b
@@ -353,7 +353,7 @@ func (fa *fakeAgents) Follow(ctx context.Context, ep jid.JID, acc *agentclient.A
 				var s struct{ State string }
 				json.Unmarshal(ev.Payload, &s)
 				if opts.OnStatus != nil {
-					opts.OnStatus(s.State)
+					opts.OnStatus(agentproto.State(s.State))
 				}
 			case "input_required":
 				var ir agentclient.InputRequest
@@ -372,7 +372,7 @@ func (fa *fakeAgents) Follow(ctx context.Context, ep jid.JID, acc *agentclient.A
 					return nil, err
 				}
 			case "completed", "failed", "cancelled":
-				return &agentclient.Outcome{Accepted: acc, State: ev.Type, Revision: ev.Revision, Payload: ev.Payload}, nil
+				return &agentclient.Outcome{Accepted: acc, State: agentproto.State(ev.Type), Revision: ev.Revision, Payload: ev.Payload}, nil
 			}
 		}
 		select {

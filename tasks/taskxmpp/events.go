@@ -122,5 +122,5 @@ func EventElement(ev tasks.Event) *xmltree.Element {
 		"event-id", ev.EventID,
 		"revision", strconv.FormatInt(ev.Revision, 10),
 		"task-id", ev.TaskID,
-		"type", ev.Type).WithText(xmltree.JSONText(ev.Payload))
+		"type", string(ev.Type)).WithText(xmltree.JSONText(ev.Payload))
 }

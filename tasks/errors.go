@@ -2,7 +2,7 @@ package tasks
 
 import "errors"
 
-// Errors of the caller-facing operations (Admit, ProvideInput, Cancel, agentproto.State,
+// Errors of the caller-facing operations (Admit, ProvideInput, Cancel, State,
 // Result). Each is a protocol condition; the XMPP layer maps them to stanza
 // errors with errors.Is. Returned errors may wrap one of these with a fixed,
 // attacker-free reason for logs; the wire reply carries the condition only.

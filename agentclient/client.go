@@ -17,9 +17,10 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -57,23 +58,11 @@ type Client struct {
 
 type taskKey struct{ endpoint, taskID string }
 
-// StanzaError is an error reply from the remote entity.
-type StanzaError struct {
-	Type      string
-	Condition string
-	Text      string
-}
-
-func (e *StanzaError) Error() string {
-	if e.Text != "" {
-		return fmt.Sprintf("%s (%s)", e.Condition, e.Text)
-	}
-	return e.Condition
-}
-
-// Condition returns the stanza error condition of err, or "".
-func Condition(err error) string {
-	var se *StanzaError
+// Condition returns the stanza error condition of err, or "". An error
+// reply is an *agentproto.StanzaError, read by agentproto.ParseError with
+// the remote text.
+func Condition(err error) agentproto.Condition {
+	var se *agentproto.StanzaError
 	if errors.As(err, &se) {
 		return se.Condition
 	}
@@ -98,14 +87,15 @@ func New(conn Conn, log *slog.Logger) *Client {
 // JID is the connection's own full JID.
 func (c *Client) JID() jid.JID { return c.conn.JID() }
 
-// iq sends an IQ and returns the payload of its result, or a *StanzaError.
+// iq sends an IQ and returns the payload of its result, or an
+// *agentproto.StanzaError.
 // A temporary resource-constraint is retried with backoff, bounded by
 // ConstraintRetries and ctx.
 func (c *Client) iq(ctx context.Context, typ string, to jid.JID, payload *xmltree.Element) (*xmltree.Element, error) {
 	var bo *backoff.Backoff
 	for attempt := 0; ; attempt++ {
 		p, err := c.iqOnce(ctx, typ, to, payload)
-		var se *StanzaError
+		var se *agentproto.StanzaError
 		if err == nil || !errors.As(err, &se) || !temporaryConstraint(se) {
 			return p, err
 		}
@@ -133,8 +123,8 @@ func (c *Client) iq(ctx context.Context, typ string, to jid.JID, payload *xmltre
 // temporaryConstraint: RFC 6120 gives resource-constraint the type wait,
 // "retry after waiting"; the gateway uses it for rate limits and full
 // capacity.
-func temporaryConstraint(se *StanzaError) bool {
-	return se.Condition == "resource-constraint" && (se.Type == "wait" || se.Type == "")
+func temporaryConstraint(se *agentproto.StanzaError) bool {
+	return se.Condition == agentproto.CondResourceConstraint && se.Type == agentproto.TypeWait
 }
 
 func payloadName(p *xmltree.Element) string {
@@ -165,29 +155,9 @@ func resultPayload(reply *xmltree.Element) (*xmltree.Element, error) {
 		}
 		return reply.Children[0], nil
 	case "error":
-		return nil, parseStanzaError(reply)
+		return nil, agentproto.ParseError(reply)
 	}
 	return nil, fmt.Errorf("agentclient: unexpected IQ reply type %q", reply.AttrValue("type"))
-}
-
-func parseStanzaError(reply *xmltree.Element) *StanzaError {
-	se := &StanzaError{Condition: "undefined-condition"}
-	e := reply.Child("", "error")
-	if e == nil {
-		return se
-	}
-	se.Type = e.AttrValue("type")
-	for _, c := range e.Children {
-		if c.Name.Space != "urn:ietf:params:xml:ns:xmpp-stanzas" {
-			continue
-		}
-		if c.Name.Local == "text" {
-			se.Text = c.Text
-		} else {
-			se.Condition = c.Name.Local
-		}
-	}
-	return se
 }
 
 // DiscoInfo is a disco#info result.

@@ -10,8 +10,9 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -64,7 +65,7 @@ func (c *Client) Invoke(ctx context.Context, ep jid.JID, req *InvokeRequest) (*A
 				Created: p.AttrValue("created"), RetainUntil: p.AttrValue("retain-until"),
 			}, nil
 		}
-		var se *StanzaError
+		var se *agentproto.StanzaError
 		if errors.As(err, &se) || ctx.Err() != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func (c *Client) Invoke(ctx context.Context, ep jid.JID, req *InvokeRequest) (*A
 // TaskState is a task-state result.
 type TaskState struct {
 	TaskID, Endpoint, APIVersion, ManifestHash string
-	State                                      string
+	State                                      agentproto.State
 	Revision                                   int64
 	Created, Updated, RetainUntil, Deadline    string
 	ResultAvailable                            bool
@@ -85,9 +86,7 @@ type TaskState struct {
 }
 
 // Terminal reports whether the state is terminal.
-func (s *TaskState) Terminal() bool {
-	return s.State == "completed" || s.State == "failed" || s.State == "cancelled"
-}
+func (s *TaskState) Terminal() bool { return s.State.Terminal() }
 
 // State queries a task's complete state.
 func (c *Client) State(ctx context.Context, ep jid.JID, taskID string) (*TaskState, error) {
@@ -100,7 +99,7 @@ func (c *Client) State(ctx context.Context, ep jid.JID, taskID string) (*TaskSta
 	}
 	s := &TaskState{
 		TaskID: p.AttrValue("task-id"), Endpoint: p.AttrValue("endpoint"), APIVersion: p.AttrValue("api-version"),
-		State: p.AttrValue("state"), Created: p.AttrValue("created"), Updated: p.AttrValue("updated"),
+		State: agentproto.State(p.AttrValue("state")), Created: p.AttrValue("created"), Updated: p.AttrValue("updated"),
 		RetainUntil: p.AttrValue("retain-until"), Deadline: p.AttrValue("deadline"),
 		ResultAvailable: p.AttrValue("result-available") == "true" || p.AttrValue("result-available") == "1",
 	}
@@ -118,9 +117,10 @@ func (c *Client) State(ctx context.Context, ep jid.JID, taskID string) (*TaskSta
 
 // TaskResult is a retained terminal result.
 type TaskResult struct {
-	TaskID, State string
-	Revision      int64
-	Payload       json.RawMessage
+	TaskID   string
+	State    agentproto.State
+	Revision int64
+	Payload  json.RawMessage
 }
 
 // Result retrieves a terminal task's result.
@@ -132,7 +132,7 @@ func (c *Client) Result(ctx context.Context, ep jid.JID, taskID string) (*TaskRe
 	if !p.Is(ns.Task, "task-result") {
 		return nil, errors.New("agentclient: task-result-request result has no task-result")
 	}
-	r := &TaskResult{TaskID: p.AttrValue("task-id"), State: p.AttrValue("state"), Payload: json.RawMessage(p.Text)}
+	r := &TaskResult{TaskID: p.AttrValue("task-id"), State: agentproto.State(p.AttrValue("state")), Payload: json.RawMessage(p.Text)}
 	r.Revision, _ = strconv.ParseInt(p.AttrValue("revision"), 10, 64)
 	return r, nil
 }
@@ -175,14 +175,12 @@ type Event struct {
 	TaskID   string
 	EventID  string
 	Revision int64
-	Type     string
+	Type     agentproto.EventType
 	Payload  json.RawMessage
 }
 
 // Terminal reports whether the event settles the task.
-func (e Event) Terminal() bool {
-	return e.Type == "completed" || e.Type == "failed" || e.Type == "cancelled"
-}
+func (e Event) Terminal() bool { return e.Type.Terminal() }
 
 // taskEvents buffers a task's events until someone subscribes, so an event
 // that overtakes the invoke result is not lost.
@@ -218,22 +216,14 @@ func (c *Client) handleMessage(m *xmltree.Element) {
 		return
 	}
 	e := evs[0]
-	ev := Event{Endpoint: from.Bare().String(), TaskID: e.AttrValue("task-id"), EventID: e.AttrValue("event-id"), Type: e.AttrValue("type"), Payload: json.RawMessage(e.Text)}
+	ev := Event{Endpoint: from.Bare().String(), TaskID: e.AttrValue("task-id"), EventID: e.AttrValue("event-id"), Type: agentproto.EventType(e.AttrValue("type")), Payload: json.RawMessage(e.Text)}
 	rev, err := strconv.ParseInt(e.AttrValue("revision"), 10, 64)
-	if err != nil || !ids.Valid(ev.TaskID) || !ids.Valid(ev.EventID) || !json.Valid(ev.Payload) || !knownEventType(ev.Type) {
+	if err != nil || !ids.Valid(ev.TaskID) || !ids.Valid(ev.EventID) || !json.Valid(ev.Payload) || !ev.Type.Known() {
 		c.log.Warn("ignoring an invalid lifecycle message", "from", ev.Endpoint)
 		return
 	}
 	ev.Revision = rev
 	c.deliver(ev)
-}
-
-func knownEventType(t string) bool {
-	switch t {
-	case "status", "progress", "input_required", "completed", "failed", "cancelled":
-		return true
-	}
-	return false
 }
 
 func (c *Client) deliver(ev Event) {
@@ -326,28 +316,16 @@ func sortEvents(evs []Event) {
 }
 
 // Progress is a decoded progress event.
-type Progress struct {
-	Percent *float64 `json:"percent,omitempty"`
-	Stage   string   `json:"stage,omitempty"`
-	Message string   `json:"message,omitempty"`
-}
+type Progress = agentproto.ProgressPayload
 
-// InputRequest is a decoded input_required object.
-type InputRequest struct {
-	RequestID   string          `json:"requestId"`
-	Question    string          `json:"question"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-	CreatedAt   string          `json:"createdAt"`
-	ExpiresAt   string          `json:"expiresAt,omitempty"`
-	// Revision is the task revision at which the request was made; answers
-	// carry it as expected-revision.
-	Revision int64 `json:"-"`
-}
+// InputRequest is a decoded input_required object; Revision is set from
+// the event or task-state that carried it.
+type InputRequest = agentproto.InputRequiredPayload
 
 // Outcome is a settled task as the caller sees it.
 type Outcome struct {
 	Accepted *Accepted
-	State    string // completed, failed or cancelled
+	State    agentproto.State // completed, failed or cancelled
 	Revision int64
 	Payload  json.RawMessage // the terminal event payload
 }
@@ -359,7 +337,7 @@ type CallOptions struct {
 	// OnProgress sees every progress event.
 	OnProgress func(Progress)
 	// OnStatus sees every state change (running, input_required, ...).
-	OnStatus func(state string)
+	OnStatus func(state agentproto.State)
 	// OnInput answers input requests; nil cancels the task when input is
 	// needed.
 	OnInput func(ctx context.Context, req InputRequest) (json.RawMessage, error)
@@ -409,7 +387,7 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 		}
 		return nil
 	}
-	settle := func(state string, rev int64) (*Outcome, error) {
+	settle := func() (*Outcome, error) {
 		res, err := c.Result(ctx, ep, acc.TaskID)
 		if err != nil {
 			return nil, fmt.Errorf("retrieving the result: %w", err)
@@ -425,10 +403,10 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 			lastRev = st.Revision
 		}
 		if st.Terminal() {
-			out, err := settle(st.State, st.Revision)
+			out, err := settle()
 			return out, true, err
 		}
-		if st.State == "input_required" && len(st.PendingInput) > 0 {
+		if st.State == agentproto.StateInputRequired && len(st.PendingInput) > 0 {
 			var req InputRequest
 			if json.Unmarshal(st.PendingInput, &req) == nil {
 				req.Revision = st.Revision
@@ -465,7 +443,7 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 				lastRev = ev.Revision
 			}
 			switch ev.Type {
-			case "progress":
+			case agentproto.EventProgress:
 				var p Progress
 				if json.Unmarshal(ev.Payload, &p) == nil && opts.OnProgress != nil {
 					if p.Percent != nil && *p.Percent < lastPercent {
@@ -475,16 +453,14 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 					}
 					opts.OnProgress(p)
 				}
-			case "status":
-				var s struct {
-					State string `json:"state"`
-				}
+			case agentproto.EventStatus:
+				var s agentproto.StatusPayload
 				if json.Unmarshal(ev.Payload, &s) == nil && opts.OnStatus != nil {
 					opts.OnStatus(s.State)
 				}
-			case "input_required":
+			case agentproto.EventInputRequired:
 				if opts.OnStatus != nil {
-					opts.OnStatus("input_required")
+					opts.OnStatus(agentproto.StateInputRequired)
 				}
 				var req InputRequest
 				if json.Unmarshal(ev.Payload, &req) == nil {
@@ -493,8 +469,8 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 						return nil, err
 					}
 				}
-			case "completed", "failed", "cancelled":
-				return &Outcome{Accepted: acc, State: ev.Type, Revision: ev.Revision, Payload: ev.Payload}, nil
+			case agentproto.EventCompleted, agentproto.EventFailed, agentproto.EventCancelled:
+				return &Outcome{Accepted: acc, State: agentproto.State(ev.Type), Revision: ev.Revision, Payload: ev.Payload}, nil
 			}
 			if gap {
 				// A lost revision may have been an input request.

@@ -17,10 +17,11 @@ import (
 	"mellium.im/xmpp/jid"
 	"mellium.im/xmpp/stream"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -447,7 +448,7 @@ func (c *Component) keepalive(connCtx context.Context, conn net.Conn) {
 		}
 		ping := NewIQ("get", "", c.cfg.Domain, c.cfg.ServerDomain, xmltree.New(ns.Ping, "ping"))
 		_, err := c.sendIQ(connCtx, ping, true, c.cfg.PingTimeout)
-		var se *StanzaError
+		var se *agentproto.StanzaError
 		if err == nil || errors.As(err, &se) {
 			// Any answer, even an error, proves the stream alive; the
 			// answer itself refreshed lastIn.
@@ -489,8 +490,9 @@ func (c *Component) Send(ctx context.Context, el *xmltree.Element) error {
 
 // SendIQ sends an IQ get or set and waits for the answer. It sets a random
 // id when the IQ has none. It returns the answer stanza; for an error answer
-// it also returns a *StanzaError with its type and condition (never the
-// remote text), so errors.Is(err, ErrItemNotFound()) works. It fails with
+// it also returns a *agentproto.StanzaError with its type and condition
+// (never the remote text), so errors.Is(err, agentproto.ErrItemNotFound())
+// works. It fails with
 // ErrNotConnected when no stream is up, ErrStreamLost when the stream drops
 // first, ErrIQTimeout after Config.IQTimeout, or ctx's error.
 func (c *Component) SendIQ(ctx context.Context, iq *xmltree.Element) (*xmltree.Element, error) {
@@ -562,40 +564,12 @@ func answer(out iqOutcome) (*xmltree.Element, error) {
 	return out.el, nil
 }
 
-// knownConditions are the RFC 6120 stanza error conditions; anything else a
-// remote entity sends is reported as undefined-condition.
-var knownConditions = map[string]bool{
-	"bad-request": true, "conflict": true, "feature-not-implemented": true, "forbidden": true,
-	"gone": true, "internal-server-error": true, "item-not-found": true, "jid-malformed": true,
-	"not-acceptable": true, "not-allowed": true, "not-authorized": true, "policy-violation": true,
-	"recipient-unavailable": true, "redirect": true, "registration-required": true,
-	"remote-server-not-found": true, "remote-server-timeout": true, "resource-constraint": true,
-	"service-unavailable": true, "subscription-required": true, "undefined-condition": true,
-	"unexpected-request": true,
-}
-
-var knownTypes = map[string]bool{
-	ErrTypeCancel: true, ErrTypeModify: true, ErrTypeWait: true, ErrTypeAuth: true, ErrTypeContinue: true,
-}
-
 // parseStanzaError reads the <error/> of an error stanza into a
-// *StanzaError carrying only the type and a known condition, so that no
-// remote text travels further.
-func parseStanzaError(el *xmltree.Element) *StanzaError {
-	se := &StanzaError{Type: ErrTypeCancel, Condition: "undefined-condition"}
-	e := el.Child("", "error")
-	if e == nil {
-		return se
-	}
-	if typ := e.AttrValue("type"); knownTypes[typ] {
-		se.Type = typ
-	}
-	for _, ch := range e.Children {
-		if ch.Name.Space == NSStanzas && knownConditions[ch.Name.Local] {
-			se.Condition = ch.Name.Local
-			break
-		}
-	}
+// *agentproto.StanzaError carrying only the type and a known condition, so
+// that no remote text travels further.
+func parseStanzaError(el *xmltree.Element) *agentproto.StanzaError {
+	se := agentproto.ParseError(el) // el is of type error: never nil
+	se.Text = ""
 	return se
 }
 
@@ -644,7 +618,7 @@ func (c *Component) localize(el *xmltree.Element) {
 		if e.Name.Local != "error" {
 			continue
 		}
-		if t := e.Child(NSStanzas, "text"); t != nil {
+		if t := e.Child(ns.Stanzas, "text"); t != nil {
 			if _, ok := t.Lang(); !ok {
 				t.SetLang(c.cfg.Lang)
 			}

@@ -10,6 +10,7 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -116,7 +117,7 @@ func (c *Component) rejectOversize(runCtx, connCtx context.Context, start *xml.S
 		to = c.cfg.Domain
 	}
 	c.log.Debug("component: rejected an oversize IQ", "from", from.String())
-	reply := NewIQ("error", id, to, from, nil).Add(ErrResourceConstraint("stanza exceeds the size limit").Element())
+	reply := NewIQ("error", id, to, from, nil).Add(agentproto.ErrResourceConstraint("stanza exceeds the size limit").Element(NSComponent))
 	c.fixFrom(reply)
 	c.localize(reply)
 	select {
@@ -170,8 +171,8 @@ func (c *Component) serveIQ(ctx context.Context, el *xmltree.Element) {
 	var reply *xmltree.Element
 	to, err := jid.Parse(el.AttrValue("to"))
 	if err != nil {
-		malformed := &StanzaError{Type: ErrTypeModify, Condition: "jid-malformed"}
-		reply = NewIQ("error", id, c.cfg.Domain, from, nil).Add(malformed.Element())
+		malformed := agentproto.NewError(agentproto.CondJIDMalformed, "")
+		reply = NewIQ("error", id, c.cfg.Domain, from, nil).Add(malformed.Element(NSComponent))
 	} else {
 		iq := IQ{ID: id, Type: el.AttrValue("type"), From: from, To: to, Raw: el}
 		if len(el.Children) > 0 {
@@ -189,7 +190,7 @@ func (c *Component) dispatchIQ(ctx context.Context, iq IQ) (reply *xmltree.Eleme
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("component: IQ handler panicked", "payload", payloadName(iq.Payload), "panic", p)
-			reply = NewIQ("error", iq.ID, iq.To, iq.From, nil).Add(ErrInternal().Element())
+			reply = NewIQ("error", iq.ID, iq.To, iq.From, nil).Add(agentproto.ErrInternal().Element(NSComponent))
 		}
 	}()
 	return c.router.DispatchIQ(ctx, iq)

@@ -8,6 +8,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -151,20 +152,20 @@ func (r *Router) DispatchIQ(ctx context.Context, iq IQ) *xmltree.Element {
 
 func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 	if iq.Payload == nil {
-		return nil, ErrBadRequest("")
+		return nil, agentproto.ErrBadRequest("")
 	}
 	k := payloadKey{iq.Payload.Name.Space, iq.Payload.Name.Local}
 	if r.limit != nil && !r.limit(iq.From.Bare(), k.space, k.local) {
-		return nil, ErrResourceConstraint("rate limit reached; retry later")
+		return nil, agentproto.ErrResourceConstraint("rate limit reached; retry later")
 	}
 	to := iq.To
 	if to.Domainpart() != r.domain.Domainpart() {
-		return nil, ErrServiceUnavailable()
+		return nil, agentproto.ErrServiceUnavailable()
 	}
 	if to.Localpart() == "" {
 		h, ok := r.gateway[k]
 		if !ok {
-			return nil, ErrServiceUnavailable()
+			return nil, agentproto.ErrServiceUnavailable()
 		}
 		return h.HandleIQ(ctx, iq)
 	}
@@ -178,33 +179,33 @@ func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 		// nonexistent endpoint costs what an unauthorized one costs.
 		may := r.invoke != nil && r.invoke(ctx, iq.From.Bare(), to.Bare())
 		if !may || !exists {
-			return nil, ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 		return route.handler.HandleIQ(ctx, iq)
 	}
 	switch {
 	case !exists:
-		return nil, ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	case !known && !visible:
 		// A hidden endpoint must look exactly like a nonexistent one,
 		// whatever the payload.
-		return nil, ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	case !known:
-		return nil, ErrServiceUnavailable()
+		return nil, agentproto.ErrServiceUnavailable()
 	case route.access == AccessVisible && !visible:
-		return nil, ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	return route.handler.HandleIQ(ctx, iq)
 }
 
 func (r *Router) errorReply(iq IQ, err error) *xmltree.Element {
-	var se *StanzaError
+	var se *agentproto.StanzaError
 	if !errors.As(err, &se) {
 		r.log.Error("IQ handler failed", "payload", payloadName(iq.Payload), "from", iq.From.String(), "err", err)
-		se = ErrInternal()
+		se = agentproto.ErrInternal()
 	}
 	reply := NewIQ("error", iq.ID, iq.To, iq.From, nil)
-	return reply.Add(se.Element())
+	return reply.Add(se.Element(NSComponent))
 }
 
 // DispatchMessage hands a message to every message handler.

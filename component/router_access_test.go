@@ -6,6 +6,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -27,7 +28,7 @@ func TestAccessInvocable(t *testing.T) {
 	newRouter := func() *Router {
 		r := NewRouter(domain, res, nil)
 		r.HandleEndpointIQ("urn:x", "op", AccessInvocable, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {
-			return nil, ErrBadRequest("precise")
+			return nil, agentproto.ErrBadRequest("precise")
 		}))
 		return r
 	}

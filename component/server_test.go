@@ -19,9 +19,10 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
@@ -313,7 +314,7 @@ func TestProsodyDispatch(t *testing.T) {
 			t.Fatalf("ping client: %v %v", reply, err)
 		}
 		reply, err = f.comp.SendIQ(ctx, component.NewIQ("get", "", from, f.client.JID(), xmltree.New("urn:example:nope", "q")))
-		if !errors.Is(err, component.ErrServiceUnavailable()) || reply == nil {
+		if !errors.Is(err, agentproto.ErrServiceUnavailable()) || reply == nil {
 			t.Fatalf("unknown payload to client: %v %v", reply, err)
 		}
 		// A peer that never answers: our own "hang" endpoint, through the server.

@@ -40,8 +40,8 @@ type Presence struct {
 }
 
 // IQHandler answers an IQ get or set. It returns the result payload (nil for
-// an empty result) or an error. A *StanzaError is sent as it is; any other
-// error is logged and answered with internal-server-error, so nothing
+// an empty result) or an error. A *agentproto.StanzaError is sent as it
+// is; any other error is logged and answered with internal-server-error, so nothing
 // internal reaches the wire.
 //
 // Handlers run on a worker, never on the stream's read loop, and must not

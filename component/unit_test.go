@@ -10,6 +10,7 @@ import (
 	"mellium.im/xmpp/jid"
 	"mellium.im/xmpp/stream"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
@@ -98,7 +99,7 @@ func TestParseStanzaErrorKeepsNoRemoteText(t *testing.T) {
 	if se.Type != "auth" || se.Condition != "forbidden" || se.Text != "" {
 		t.Fatalf("got %+v", se)
 	}
-	if !errors.Is(se, ErrForbidden("x")) {
+	if !errors.Is(se, agentproto.ErrForbidden("x")) {
 		t.Fatal("errors.Is does not match on condition")
 	}
 	odd, _ := xmltree.Parse([]byte(`<iq type="error"><error type="evil"><made-up xmlns="urn:ietf:params:xml:ns:xmpp-stanzas"/></error></iq>`), xmltree.Limits{})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
@@ -307,7 +308,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		}
 		args, err := injectChannel(call.Arguments, chID)
 		if err != nil {
-			b.settleFail(run, tasks.Failure{Code: tasks.CodeInternalError, Message: "the arguments are not a JSON object"})
+			b.settleFail(run, tasks.Failure{Code: agentproto.CodeInternalError, Message: "the arguments are not a JSON object"})
 			return
 		}
 		pend = &pending{progress: make(chan *Packet, 32)}
@@ -365,7 +366,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			return
 		case <-deadline:
 			s.abandon(reqID)
-			b.settleFail(run, tasks.Failure{Code: tasks.CodeDeadlineExpired, Message: "the deadline passed before the connector answered"})
+			b.settleFail(run, tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "the deadline passed before the connector answered"})
 			return
 		case <-ctx.Done():
 			s.abandon(reqID)
@@ -375,7 +376,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 }
 
 func unavailable(msg string) tasks.Failure {
-	return tasks.Failure{Code: tasks.CodeUnavailable, Message: msg, Retryable: true}
+	return tasks.Failure{Code: agentproto.CodeUnavailable, Message: msg, Retryable: true}
 }
 
 func (b *Backend) settleFail(run tasks.Run, f tasks.Failure) {
@@ -392,7 +393,7 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 			code = safeCode(ack.Error.Code)
 		}
 		b.log.Info("connector tool call failed", "task", call.TaskID, "tool", call.Tool, "code", code, "packet", ack.Type)
-		b.settleFail(run, tasks.Failure{Code: "xagent:" + code, Message: "the connector reported " + code})
+		b.settleFail(run, tasks.Failure{Code: agentproto.XAgentCode(code), Message: "the connector reported " + code})
 		return
 	}
 	var pl struct {
@@ -400,11 +401,11 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 		Result json.RawMessage `json:"result"`
 	}
 	if err := json.Unmarshal(ack.Payload, &pl); err != nil {
-		b.settleFail(run, tasks.Failure{Code: tasks.CodeInvalidOutput, Message: "tool.invoke.ack payload is not a valid object"})
+		b.settleFail(run, tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "tool.invoke.ack payload is not a valid object"})
 		return
 	}
 	if pl.ToolID != "" && pl.ToolID != call.Tool {
-		b.settleFail(run, tasks.Failure{Code: tasks.CodeInvalidOutput, Message: "tool.invoke.ack names a different tool"})
+		b.settleFail(run, tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "tool.invoke.ack names a different tool"})
 		return
 	}
 	result := pl.Result
@@ -413,7 +414,7 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 	}
 	clean, changed, err := b.c.red.ScrubJSON(result)
 	if err != nil {
-		b.settleFail(run, tasks.Failure{Code: tasks.CodeInvalidOutput, Message: "tool.invoke.ack result is not valid JSON"})
+		b.settleFail(run, tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "tool.invoke.ack result is not valid JSON"})
 		return
 	}
 	if changed {
@@ -472,7 +473,7 @@ func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration)
 			fail = &f
 		default:
 			if _, ok := card.Tool(tool); !ok || !desc.availableTools()[tool] {
-				return nil, "", &tasks.Failure{Code: "xagent:" + errChannelUnavailable,
+				return nil, "", &tasks.Failure{Code: agentproto.XAgentCode(errChannelUnavailable),
 					Message: "the tool is not available on the connector channel", Retryable: true}
 			}
 			return s, chID, nil

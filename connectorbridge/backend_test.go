@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -154,7 +155,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 	b := e.start(nil)
 	e.waitTools(0)
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
-	if fail == nil || fail.Code != tasks.CodeUnavailable {
+	if fail == nil || fail.Code != agentproto.CodeUnavailable {
 		t.Fatalf("call before auth: %+v", fail)
 	}
 	if err := b.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "not authenticated") {
@@ -323,7 +324,7 @@ func TestRestartMidCall(t *testing.T) {
 		t.Fatal("call not settled after the restart")
 	}
 	_, fail, _, _ := r.snapshot()
-	if fail == nil || fail.Code != tasks.CodeUnavailable || !fail.Retryable {
+	if fail == nil || fail.Code != agentproto.CodeUnavailable || !fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
 	waitUntil(t, 10*time.Second, func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() }, "the channel to come back")
@@ -419,7 +420,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 		defer func() { b.o.ReadyWait = o }()
 		return e.call("echo", `{"text":"x"}`).snapshot()
 	}()
-	if fail == nil || fail.Code != tasks.CodeUnavailable {
+	if fail == nil || fail.Code != agentproto.CodeUnavailable {
 		t.Errorf("call while offline: %+v", fail)
 	}
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})

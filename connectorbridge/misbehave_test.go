@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -25,15 +26,15 @@ func TestMisbehaviourSwitches(t *testing.T) {
 		wantCode string // "" means the echo call still succeeds
 	}{
 		{"wrong card id in hello ack", connectortest.Misbehaviour{WrongCardIDInAck: true}, true,
-			"connector.hello.ack: connector_card_id does not match the Connector Card", tasks.CodeUnavailable},
+			"connector.hello.ack: connector_card_id does not match the Connector Card", agentproto.CodeUnavailable},
 		{"protocol 2.0 in hello ack", connectortest.Misbehaviour{Protocol20: true}, true,
-			"protocol_version 2.0 is below the admission floor 3.0", tasks.CodeUnavailable},
+			"protocol_version 2.0 is below the admission floor 3.0", agentproto.CodeUnavailable},
 		{"malformed JSON", connectortest.Misbehaviour{MalformedJSON: true}, false,
 			"ignoring a malformed JSON packet", ""},
 		{"oversized packet", connectortest.Misbehaviour{OversizedPackets: true}, false,
-			"a packet exceeds the size limit; closing the connection", tasks.CodeUnavailable},
+			"a packet exceeds the size limit; closing the connection", agentproto.CodeUnavailable},
 		{"disconnect mid-invoke", connectortest.Misbehaviour{DisconnectMidInvoke: true}, false,
-			"data plane lost during a tool call", tasks.CodeUnavailable},
+			"data plane lost during a tool call", agentproto.CodeUnavailable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

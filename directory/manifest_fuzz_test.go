@@ -17,7 +17,7 @@ import (
 // its Hash, parses again to the same hash, and travels through XML
 // unchanged.
 func FuzzParseManifest(f *testing.F) {
-	vocab := fuzzcheck.Vocabulary(f, "directory", "internal/ijson", "internal/schema", "internal/ns")
+	vocab := fuzzcheck.Vocabulary(f, "directory", "internal/ijson", "internal/schema", "agentproto/ns")
 	vocab.Add(string(ManifestSchemaJSON)) // schema keywords name failures
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 )
 
 // Tool and tool-collection disco nodes (spec "Protocol Namespaces and

@@ -125,7 +125,7 @@ func mcpHeaders(cfg *config.Config, m *config.MCP) (http.Header, error) {
 
 // ConnectorOptions turns an [[agents]] entry with an [agents.connector]
 // table into the bridge's options, reading the API key from its env var or
-// file. Store, Publisher, Availability and Logger are left for the caller.
+// file. Bindings, Publisher, Availability and Logger are left for the caller.
 func ConnectorOptions(cfg *config.Config, a config.Agent) (connectorbridge.Options, error) {
 	if a.Connector == nil {
 		return connectorbridge.Options{}, fmt.Errorf("agent %s has no [agents.connector]", a.JID)

@@ -43,13 +43,12 @@ type observedNotifier struct {
 }
 
 func (o observedNotifier) Notify(ev tasks.Event) {
-	switch ev.Type {
-	case "completed", "failed", "cancelled":
+	if ev.Type.Terminal() {
 		var d time.Duration
 		if created, ok := o.starts.take(ev.TaskID); ok {
 			d = time.Since(created)
 		}
-		o.m.TaskSettled(ev.Type, d)
+		o.m.TaskSettled(string(ev.Type), d)
 	}
 	o.next.Notify(ev)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
@@ -115,7 +116,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	// back, settles, and pins its version.
 	tdb := tasksqlite.New(db)
 	task, err := tdb.Task(ctx, "task-legacyfixture0000000001")
-	if err != nil || task == nil || task.State != taskdb.Running || task.Revision != 1 || task.DelegationDepth != 1 || task.APIVersion != "1.4.0" {
+	if err != nil || task == nil || task.State != agentproto.StateRunning || task.Revision != 1 || task.DelegationDepth != 1 || task.APIVersion != "1.4.0" {
 		t.Fatalf("task = %+v, %v", task, err)
 	}
 	if evs, err := tdb.Events(ctx, task.ID); err != nil || len(evs) != 1 || evs[0].Type != "status" {
@@ -129,8 +130,8 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := *task
-	done.State, done.Revision, done.Result, done.Updated = taskdb.Completed, 2, []byte(`{}`), time.Now()
-	if ok, err := tx.UpdateTask(&done, 1, taskdb.Running); err != nil || !ok {
+	done.State, done.Revision, done.Result, done.Updated = agentproto.StateCompleted, 2, []byte(`{}`), time.Now()
+	if ok, err := tx.UpdateTask(&done, 1, agentproto.StateRunning); err != nil || !ok {
 		t.Fatalf("settle: %v %v", ok, err)
 	}
 	if err := tx.AppendEvent(&taskdb.Event{TaskID: task.ID, Revision: 2, EventID: "evt-legacyfixture000000002", Type: "completed", Payload: []byte(`{}`), Created: done.Updated}); err != nil {

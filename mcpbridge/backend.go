@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
@@ -87,17 +88,6 @@ type Options struct {
 	// by the next call.
 	HealthInterval time.Duration
 }
-
-// Failure codes of the bridge, besides tasks' own (the reserved unavailable
-// and internal-error among them) and "mcp:<code>" for a JSON-RPC error from
-// the server. No reserved code says "the server asked for a feature the
-// gateway does not carry", hence these namespaced ones.
-const (
-	CodeUnsupportedSampling       = "agentgw:unsupported-sampling"
-	CodeUnsupportedRoots          = "agentgw:unsupported-roots"
-	CodeUnsupportedURLElicitation = "agentgw:unsupported-url-elicitation"
-	CodeUnattributedElicitation   = "agentgw:unattributed-elicitation"
-)
 
 // sessionStable is how long a session must have lived for the next restart
 // to start again from MinBackoff.
@@ -596,9 +586,9 @@ func (b *Backend) declineUnsupported(next mcp.MethodHandler) mcp.MethodHandler {
 		var code, msg string
 		switch method {
 		case "sampling/createMessage":
-			code, msg = CodeUnsupportedSampling, "agentgw does not support sampling: the gateway has no model to sample from"
+			code, msg = agentproto.CodeUnsupportedSampling, "agentgw does not support sampling: the gateway has no model to sample from"
 		case "roots/list":
-			code, msg = CodeUnsupportedRoots, "agentgw does not support roots: the gateway exposes no filesystem roots"
+			code, msg = agentproto.CodeUnsupportedRoots, "agentgw does not support roots: the gateway exposes no filesystem roots"
 		default:
 			return next(ctx, method, req)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
@@ -116,13 +117,13 @@ func TestEngineWithEverything(t *testing.T) {
 
 	t.Run("echo", func(t *testing.T) {
 		ev := terminal(admit("echo", `{"message":"via engine"}`))
-		if ev.Type != tasks.EventCompleted || resultText(ev) != "Echo: via engine" {
+		if ev.Type != agentproto.EventCompleted || resultText(ev) != "Echo: via engine" {
 			t.Errorf("%s %s", ev.Type, ev.Payload)
 		}
 	})
 	t.Run("structured content validated against the translated output schema", func(t *testing.T) {
 		ev := terminal(admit("get-structured-content", `{"location":"New York"}`))
-		if ev.Type != tasks.EventCompleted || !strings.Contains(string(ev.Payload), `"structuredContent":{"conditions":"Cloudy"`) {
+		if ev.Type != agentproto.EventCompleted || !strings.Contains(string(ev.Payload), `"structuredContent":{"conditions":"Cloudy"`) {
 			t.Errorf("%s %s", ev.Type, ev.Payload)
 		}
 	})
@@ -135,17 +136,17 @@ func TestEngineWithEverything(t *testing.T) {
 			if ev.Revision != int64(i+1) {
 				t.Errorf("event %d has revision %d", i, ev.Revision)
 			}
-			if ev.Type == tasks.EventProgress {
+			if ev.Type == agentproto.EventProgress {
 				percents = append(percents, taskstest.Field(ev.Payload, "percent").(float64))
 			}
 		}
-		if len(percents) != 5 || percents[4] != 100 || evs[len(evs)-1].Type != tasks.EventCompleted {
+		if len(percents) != 5 || percents[4] != 100 || evs[len(evs)-1].Type != agentproto.EventCompleted {
 			t.Errorf("percents %v, last %s", percents, evs[len(evs)-1].Type)
 		}
 	})
 	t.Run("elicitation answered through provide-input", func(t *testing.T) {
 		id := admit("trigger-elicitation-request", `{}`)
-		ev, err := rec.Wait(ctx, id, tasks.EventInputRequired)
+		ev, err := rec.Wait(ctx, id, agentproto.EventInputRequired)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,13 +159,13 @@ func TestEngineWithEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := terminal(id)
-		if got := resultText(done); done.Type != tasks.EventCompleted || !strings.Contains(got, "Name: Grace Hopper") {
+		if got := resultText(done); done.Type != agentproto.EventCompleted || !strings.Contains(got, "Name: Grace Hopper") {
 			t.Errorf("%s %s", done.Type, got)
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {
 		id := admit("trigger-long-running-operation", `{"duration":5,"steps":10}`)
-		if _, err := rec.Wait(ctx, id, tasks.EventProgress); err != nil {
+		if _, err := rec.Wait(ctx, id, agentproto.EventProgress); err != nil {
 			t.Fatal(err)
 		}
 		snap, err := eng.State(ctx, alice, testJID, id)
@@ -175,18 +176,18 @@ func TestEngineWithEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The operation runs 5 s; without cancellation it would complete.
-		if done := terminal(id); done.Type != tasks.EventCancelled {
+		if done := terminal(id); done.Type != agentproto.EventCancelled {
 			t.Errorf("%s %s", done.Type, done.Payload)
 		}
 	})
 	t.Run("server killed", func(t *testing.T) {
 		id := admit("trigger-long-running-operation", `{"duration":20,"steps":40}`)
-		if _, err := rec.Wait(ctx, id, tasks.EventProgress); err != nil {
+		if _, err := rec.Wait(ctx, id, agentproto.EventProgress); err != nil {
 			t.Fatal(err)
 		}
 		syscall.Kill(b.current().proc.pid, syscall.SIGKILL)
 		ev := terminal(id)
-		if ev.Type != tasks.EventFailed || !strings.Contains(string(ev.Payload), `"code":"unavailable"`) || !strings.Contains(string(ev.Payload), `"retryable":true`) {
+		if ev.Type != agentproto.EventFailed || !strings.Contains(string(ev.Payload), `"code":"unavailable"`) || !strings.Contains(string(ev.Payload), `"retryable":true`) {
 			t.Errorf("%s %s", ev.Type, ev.Payload)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
@@ -497,11 +498,11 @@ func TestEverythingInputExpiry(t *testing.T) {
 	r.answer = func(tasks.InputRequest) (json.RawMessage, error) {
 		// What the engine does when the input request expires: it
 		// settles the task and tells the executor.
-		r.settle(func() { r.failure = &tasks.Failure{Code: tasks.CodeInputExpired} })
+		r.settle(func() { r.failure = &tasks.Failure{Code: agentproto.CodeInputExpired} })
 		return nil, tasks.ErrInputExpired
 	}
 	s.exec(t, "trigger-elicitation-request", `{}`, r)
-	if r.failure == nil || r.failure.Code != tasks.CodeInputExpired {
+	if r.failure == nil || r.failure.Code != agentproto.CodeInputExpired {
 		t.Fatalf("got %s", r.outcome())
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -537,7 +538,7 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 	}
 	r.wait(t, 10*time.Second)
 	<-done
-	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
 		t.Fatalf("want retryable unavailable, got %s", r.outcome())
 	}
 	select {
@@ -575,7 +576,7 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 	}
 	r := newFakeRun()
 	b.Execute(context.Background(), tasks.Call{TaskID: "t", Tool: "echo"}, r)
-	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
 		t.Fatalf("got %s", r.outcome())
 	}
 	err = b.Initialize(context.Background())
@@ -604,7 +605,7 @@ func TestEverythingDeadlineAndShutdown(t *testing.T) {
 	s.b.Execute(context.Background(), tasks.Call{TaskID: "t-dl", Tool: "trigger-long-running-operation",
 		Arguments: json.RawMessage(`{"duration":5,"steps":5}`), Deadline: time.Now().Add(300 * time.Millisecond)}, r)
 	r.wait(t, 10*time.Second)
-	if r.failure == nil || r.failure.Code != tasks.CodeDeadlineExpired {
+	if r.failure == nil || r.failure.Code != agentproto.CodeDeadlineExpired {
 		t.Errorf("deadline: %s", r.outcome())
 	}
 

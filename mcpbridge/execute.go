@@ -15,8 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -77,7 +78,7 @@ func callFromContext(ctx context.Context) *callState {
 func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	s := b.current()
 	if s == nil || s.ended() {
-		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
+		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
 		return
 	}
 	st := &callState{token: ids.New("agw-call-"), run: run, progressed: make(chan struct{}, 1)}
@@ -129,13 +130,13 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	switch {
 	case st.settled.Load():
 		if st.inputExpired.Load() {
-			b.settle(run.Fail(tasks.Failure{Code: tasks.CodeInputExpired, Message: "The input request expired."}))
+			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInputExpired, Message: "The input request expired."}))
 		}
 	case err == nil:
 		st.drainProgress(slot)
 		tr, rerr := b.toolResult(slot.get(), res)
 		if rerr != nil {
-			b.settle(run.Fail(tasks.Failure{Code: tasks.CodeInvalidOutput, Message: "The MCP server returned a result the gateway cannot represent."}))
+			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "The MCP server returned a result the gateway cannot represent."}))
 			return
 		}
 		b.settle(run.Complete(tr))
@@ -144,7 +145,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	case ctx.Err() != nil:
 		// Gateway shutdown: the engine settles the task as interrupted.
 	case errors.Is(st.ctx.Err(), context.DeadlineExceeded):
-		b.settle(run.Fail(tasks.Failure{Code: tasks.CodeDeadlineExpired, Message: "The task deadline passed before the MCP server answered."}))
+		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "The task deadline passed before the MCP server answered."}))
 	default:
 		b.settle(run.Fail(b.failure(s, st, err)))
 	}
@@ -172,18 +173,18 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		}
 	}
 	if st.gone.Load() || s.ended() || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return tasks.Failure{Code: tasks.CodeUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
+		return tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server stopped before answering.", Retryable: true}
 	}
 	if code := st.unsupported.Load(); code != nil {
 		return tasks.Failure{Code: *code, Message: unsupportedMessage(*code)}
 	}
 	if isRPC {
 		if werr.Code == mcp.CodeURLElicitationRequired {
-			b.recordLoss(st, CodeUnsupportedURLElicitation)
-			return tasks.Failure{Code: CodeUnsupportedURLElicitation, Message: unsupportedMessage(CodeUnsupportedURLElicitation)}
+			b.recordLoss(st, agentproto.CodeUnsupportedURLElicitation)
+			return tasks.Failure{Code: agentproto.CodeUnsupportedURLElicitation, Message: unsupportedMessage(agentproto.CodeUnsupportedURLElicitation)}
 		}
 		return tasks.Failure{
-			Code:      "mcp:" + strconv.FormatInt(werr.Code, 10),
+			Code:      agentproto.MCPCode(werr.Code),
 			Message:   "The MCP server answered with JSON-RPC error " + strconv.FormatInt(werr.Code, 10) + rpcPhrase(werr.Code) + ".",
 			Retryable: werr.Code == jsonrpc.CodeInternalError,
 		}
@@ -192,18 +193,18 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 	// The target failed for an unexpected reason (an HTTP status, an
 	// undecodable answer): the reserved internal-error, retryable because
 	// such failures are usually transient.
-	return tasks.Failure{Code: tasks.CodeInternalError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
+	return tasks.Failure{Code: agentproto.CodeInternalError, Message: "The MCP call failed without a JSON-RPC error.", Retryable: true}
 }
 
 func unsupportedMessage(code string) string {
 	switch code {
-	case CodeUnsupportedSampling:
+	case agentproto.CodeUnsupportedSampling:
 		return "The MCP server asked for sampling, which the gateway does not support."
-	case CodeUnsupportedRoots:
+	case agentproto.CodeUnsupportedRoots:
 		return "The MCP server asked for roots, which the gateway does not support."
-	case CodeUnsupportedURLElicitation:
+	case agentproto.CodeUnsupportedURLElicitation:
 		return "The MCP server asked for URL-mode elicitation, which the gateway does not support."
-	case CodeUnattributedElicitation:
+	case agentproto.CodeUnattributedElicitation:
 		return "The MCP server asked for input the gateway could not attribute to this task."
 	}
 	return "The MCP server used a feature the gateway does not support."
@@ -350,13 +351,13 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		mode = "url"
 	}
 	if mode == "url" {
-		b.recordLoss(st, CodeUnsupportedURLElicitation)
+		b.recordLoss(st, agentproto.CodeUnsupportedURLElicitation)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw does not support URL-mode elicitation"}
 	}
 	if st == nil {
 		// Refused, never guessed: see soleCall.
 		b.log.Warn("MCP elicitation refused: it cannot be attributed to a tool call with certainty", slog.String("reason", why))
-		b.recordLoss(nil, CodeUnattributedElicitation)
+		b.recordLoss(nil, agentproto.CodeUnattributedElicitation)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw cannot attribute this elicitation to a single tool call"}
 	}
 	schema := json.RawMessage(`{"type":"object","properties":{}}`)

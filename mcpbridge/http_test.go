@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -223,7 +224,7 @@ func TestHTTPLegacyAmbiguousInputRefused(t *testing.T) {
 	if got := textOf(t, first.result); got != "accept green" {
 		t.Errorf("first = %q", got)
 	}
-	if !slices.Contains(s.b.SemanticLosses(), CodeUnattributedElicitation) {
+	if !slices.Contains(s.b.SemanticLosses(), agentproto.CodeUnattributedElicitation) {
 		t.Errorf("losses %v", s.b.SemanticLosses())
 	}
 }
@@ -248,7 +249,7 @@ func TestHTTPServerDownAndBack(t *testing.T) {
 		t.Fatal("server loss not noticed")
 	}
 	r := s.exec(t, "echo", `{"message":"x"}`, nil)
-	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
 		t.Errorf("call while down: %s", r.outcome())
 	}
 	httpServerAt(t, token, false, addr)

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -135,16 +136,16 @@ func TestRawCalls(t *testing.T) {
 	}
 
 	for tool, code := range map[string]string{
-		"sample":     CodeUnsupportedSampling,
-		"roots":      CodeUnsupportedRoots,
-		"url-elicit": CodeUnsupportedURLElicitation,
+		"sample":     agentproto.CodeUnsupportedSampling,
+		"roots":      agentproto.CodeUnsupportedRoots,
+		"url-elicit": agentproto.CodeUnsupportedURLElicitation,
 	} {
 		r = s.exec(t, tool, `{}`, nil)
 		if r.failure == nil || r.failure.Code != code || r.failure.Retryable {
 			t.Errorf("%s: %s, want %s", tool, r.outcome(), code)
 		}
 	}
-	if l := s.b.SemanticLosses(); !slices.Equal(l, []string{CodeUnsupportedRoots, CodeUnsupportedSampling, CodeUnsupportedURLElicitation}) {
+	if l := s.b.SemanticLosses(); !slices.Equal(l, []string{agentproto.CodeUnsupportedRoots, agentproto.CodeUnsupportedSampling, agentproto.CodeUnsupportedURLElicitation}) {
 		t.Errorf("SemanticLosses = %v", l)
 	}
 
@@ -170,7 +171,7 @@ func TestRawCalls(t *testing.T) {
 
 	// A server that exits mid-call.
 	r = s.exec(t, "die", `{}`, nil)
-	if r.failure == nil || r.failure.Code != tasks.CodeUnavailable || !r.failure.Retryable {
+	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
 		t.Errorf("die: %s", r.outcome())
 	}
 	s.waitUp(t, 30*time.Second)

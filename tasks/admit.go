@@ -11,10 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -248,7 +249,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			ID: newTaskID(now), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
 			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
 			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
-			State: taskdb.Accepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
+			State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
 			DelegationDepth: inv.DelegationDepth,
 		}
 		inserted, err := b.tx.InsertTask(t)

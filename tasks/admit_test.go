@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
@@ -33,7 +34,7 @@ func TestAdmitRunsAndCompletes(t *testing.T) {
 		t.Fatalf("created %v retain-until %v", acc.Created, acc.RetainUntil)
 	}
 	ev := h.terminal(acc.TaskID)
-	if ev.Type != tasks.EventCompleted {
+	if ev.Type != agentproto.EventCompleted {
 		t.Fatalf("terminal %s: %s", ev.Type, ev.Payload)
 	}
 	want := `{"result":{"content":[{"text":"Light rain, 18 C","type":"text"}],"isError":false,"structuredContent":{"summary":"Light rain, 18 C"}}}`

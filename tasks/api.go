@@ -12,28 +12,6 @@ import (
 	"time"
 )
 
-// State is a task state of the protocol.
-type State string
-
-// Task states. accepted is set by admission; running, input_required and
-// cancelling by the engine on behalf of the executor or the caller; the
-// terminal states only by the engine when the executor settles (or a
-// deadline or input expiry fires). Terminal states never change.
-const (
-	StateAccepted      State = "accepted"
-	StateRunning       State = "running"
-	StateInputRequired State = "input_required"
-	StateCancelling    State = "cancelling"
-	StateCompleted     State = "completed"
-	StateFailed        State = "failed"
-	StateCancelled     State = "cancelled"
-)
-
-// Terminal reports whether s is a terminal state.
-func (s State) Terminal() bool {
-	return s == StateCompleted || s == StateFailed || s == StateCancelled
-}
-
 // Call is what an executor is asked to run.
 type Call struct {
 	TaskID       string
@@ -74,30 +52,16 @@ type InputRequest struct {
 	ExpiresAt time.Time       // zero for no expiry
 }
 
-// Failure is an execution failure. The spec's reserved codes are used where
-// they fit; codes of our own are namespace qualified ("agentgw:...",
-// "mcp:...", "xagent:...") and only where no reserved code does. Message is
-// a safe sentence without secrets or attacker payloads.
+// Failure is an execution failure. Code is one of agentproto's failure
+// codes: the spec's reserved codes where they fit; codes of our own are
+// namespace qualified ("agentgw:...", "mcp:...", "xagent:...") and only
+// where no reserved code does. Message is a safe sentence without secrets
+// or attacker payloads.
 type Failure struct {
 	Code      string
 	Message   string
 	Retryable bool
 }
-
-// Well-known failure codes. The first three are the spec's reserved codes
-// (Error Handling, "Reserved task failure codes"); docs/failure-codes.md
-// maps every code the gateway sends.
-const (
-	CodeDeadlineExpired = "deadline-expired"
-	CodeInternalError   = "internal-error"
-	// CodeUnavailable: a required runtime or downstream service (an MCP
-	// server, a connector, the endpoint's backend) is temporarily
-	// unavailable. Always retryable.
-	CodeUnavailable   = "unavailable"
-	CodeInterrupted   = "agentgw:interrupted"
-	CodeInvalidOutput = "agentgw:invalid-output"
-	CodeInputExpired  = "agentgw:input-expired"
-)
 
 // Run is an executor's handle on one task. Every method commits through the
 // engine; none of them writes state directly. All are safe for concurrent use.

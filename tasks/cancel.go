@@ -7,8 +7,9 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -62,7 +63,7 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 			}
 			return nil
 		}
-		if terminal(t.State) {
+		if t.State.Terminal() {
 			result = reject(ErrConflict, "task already settled")
 			return nil
 		}
@@ -86,12 +87,12 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 				return err
 			}
 		}
-		payload, err := statusPayload(e.lifecycle, StateCancelling, b.now())
+		payload, err := statusPayload(e.lifecycle, agentproto.StateCancelling, b.now())
 		if err != nil {
 			return err
 		}
-		if err := b.commit(t, fromCancellab, EventStatus, payload, func(n *taskdb.Task) {
-			n.State = taskdb.Cancelling
+		if err := b.commit(t, fromCancellab, agentproto.EventStatus, payload, func(n *taskdb.Task) {
+			n.State = agentproto.StateCancelling
 			n.InputRequest = ""
 			n.CancelKey = key
 			n.CancelRev = n.Revision + 1

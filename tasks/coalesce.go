@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -104,7 +105,7 @@ func (r *run) armFlush(next time.Time) {
 			r.flushTimer = nil
 			r.pmu.Unlock()
 			t, err := b.load(r.id)
-			if err != nil || t == nil || terminal(t.State) {
+			if err != nil || t == nil || t.State.Terminal() {
 				return err
 			}
 			if done, err := b.expireIfDue(t); done || err != nil {
@@ -132,7 +133,7 @@ func (r *run) stopFlush() {
 func (r *run) flushProgress(b *batch, t *taskdb.Task, force bool) error {
 	r.pmu.Lock()
 	p := r.pending
-	if p == nil || t.State == taskdb.Accepted {
+	if p == nil || t.State == agentproto.StateAccepted {
 		r.pmu.Unlock()
 		return nil
 	}
@@ -151,14 +152,14 @@ func (r *run) flushProgress(b *batch, t *taskdb.Task, force bool) error {
 	if v == nil {
 		return nil // nothing to report: no revision
 	}
-	payload, err := r.e.lifecycle.build(EventProgress, v)
+	payload, err := r.e.lifecycle.build(agentproto.EventProgress, v)
 	if err != nil {
 		return err
 	}
 	if bytes.Equal(payload, r.lastProgress) {
 		return nil // unchanged: no revision
 	}
-	if err := b.commit(t, []string{t.State}, EventProgress, payload, func(*taskdb.Task) {}); err != nil {
+	if err := b.commit(t, []agentproto.State{t.State}, agentproto.EventProgress, payload, func(*taskdb.Task) {}); err != nil {
 		// Rolled back: keep the value (under anything newer) for the
 		// next flush, so a storage failure does not lose the latest.
 		r.pmu.Lock()

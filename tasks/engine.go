@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
@@ -44,7 +45,7 @@ type Event struct {
 	Caller   string // bare JID of the caller
 	Route    string // full JID that issued the invoke
 	Revision int64
-	Type     string // status|progress|input_required|completed|failed|cancelled
+	Type     agentproto.EventType
 	Payload  []byte // canonical JSON, valid against the lifecycle schema
 }
 
@@ -300,7 +301,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		id := t.ID
 		switch {
-		case t.State == taskdb.Accepted || (t.State == taskdb.Cancelling && !t.Dispatched):
+		case t.State == agentproto.StateAccepted || (t.State == agentproto.StateCancelling && !t.Dispatched):
 			waits = append(waits, e.submit(func(b *batch) error { return b.dispatch(id) }))
 		default:
 			waits = append(waits, e.submit(func(b *batch) error {

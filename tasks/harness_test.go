@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
@@ -194,7 +195,7 @@ func (h *harness) terminal(id string) tasks.Event {
 	return ev
 }
 
-func (h *harness) waitType(id, typ string) tasks.Event {
+func (h *harness) waitType(id string, typ agentproto.EventType) tasks.Event {
 	h.t.Helper()
 	ev, err := h.rec.Wait(ctxT(h.t), id, typ)
 	if err != nil {
@@ -213,7 +214,7 @@ func (h *harness) state(id string) *tasks.Snapshot {
 }
 
 // waitState polls committed state until the task reaches st.
-func (h *harness) waitState(id string, st tasks.State) *tasks.Snapshot {
+func (h *harness) waitState(id string, st agentproto.State) *tasks.Snapshot {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -269,7 +270,7 @@ func (h *harness) checkHistory(id string) []tasks.StoredEvent {
 	}
 	if s.State.Terminal() {
 		last := evs[len(evs)-1]
-		if last.Type != string(s.State) {
+		if string(last.Type) != string(s.State) {
 			h.t.Fatalf("last event %s, state %s", last.Type, s.State)
 		}
 		res, err := h.eng.Result(context.Background(), alice, weather, id)
@@ -311,13 +312,13 @@ func (h *harness) checkHistory(id string) []tasks.StoredEvent {
 func types(evs []tasks.StoredEvent) []string {
 	var out []string
 	for _, e := range evs {
-		out = append(out, e.Type+":"+string(statusOf(e)))
+		out = append(out, string(e.Type)+":"+string(statusOf(e)))
 	}
 	return out
 }
 
 func statusOf(e tasks.StoredEvent) string {
-	if e.Type == tasks.EventStatus {
+	if e.Type == agentproto.EventStatus {
 		s, _ := taskstest.Field(e.Payload, "state").(string)
 		return s
 	}

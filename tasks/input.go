@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -79,8 +80,8 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 			rev = req.AcceptRev // identical replay: nothing is applied again
 			return nil
 		}
-		if req.Status != taskdb.InputPending || terminal(t.State) ||
-			t.State != taskdb.InputRequired || t.InputRequest != in.RequestID {
+		if req.Status != taskdb.InputPending || t.State.Terminal() ||
+			t.State != agentproto.StateInputRequired || t.InputRequest != in.RequestID {
 			result = reject(ErrConflict, "input request is no longer pending")
 			return nil
 		}
@@ -114,12 +115,12 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 			result = reject(ErrConflict, "input request expired")
 			return err
 		}
-		payload, err := statusPayload(e.lifecycle, StateRunning, b.now())
+		payload, err := statusPayload(e.lifecycle, agentproto.StateRunning, b.now())
 		if err != nil {
 			return err
 		}
-		if err := b.commit(t, fromInput, EventStatus, payload, func(n *taskdb.Task) {
-			n.State = taskdb.Running
+		if err := b.commit(t, fromInput, agentproto.EventStatus, payload, func(n *taskdb.Task) {
+			n.State = agentproto.StateRunning
 			n.InputRequest = ""
 		}); err != nil {
 			return err
@@ -175,7 +176,7 @@ func (b *batch) expireInputIfDue(t *taskdb.Task, req *taskdb.Input) (bool, error
 	t.InputRequest = "" // settle must not supersede it again
 	id, reqID := t.ID, req.RequestID
 	b.onCommit(func() { b.e.deliverInput(id, reqID, nil, ErrInputExpired) })
-	if err := b.fail(t, Failure{Code: CodeInputExpired, Message: "The input request expired before an answer."}); err != nil {
+	if err := b.fail(t, Failure{Code: agentproto.CodeInputExpired, Message: "The input request expired before an answer."}); err != nil {
 		return true, err
 	}
 	return true, nil
@@ -184,7 +185,7 @@ func (b *batch) expireInputIfDue(t *taskdb.Task, req *taskdb.Input) (bool, error
 // inputExpiryFired is the input expiry timer's settlement.
 func (b *batch) inputExpiryFired(taskID, requestID string) error {
 	t, err := b.load(taskID)
-	if err != nil || t == nil || terminal(t.State) || t.InputRequest != requestID {
+	if err != nil || t == nil || t.State.Terminal() || t.InputRequest != requestID {
 		return err
 	}
 	if done, err := b.expireIfDue(t); done || err != nil {

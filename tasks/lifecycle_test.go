@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
@@ -30,7 +31,7 @@ func TestProgressIsClampedAndNondecreasing(t *testing.T) {
 	evs := h.checkHistory(acc.TaskID)
 	var got []string
 	for _, e := range evs {
-		if e.Type == tasks.EventProgress {
+		if e.Type == agentproto.EventProgress {
 			got = append(got, string(e.Payload))
 		}
 	}
@@ -49,19 +50,19 @@ func TestCompletedResultRules(t *testing.T) {
 		name     string
 		tool     string
 		res      tasks.ToolResult
-		state    tasks.State
+		state    agentproto.State
 		code     string
 		maxBytes int
 	}{
-		{"valid structured", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`), StructuredContent: json.RawMessage(`{"summary":"ok"}`), Meta: json.RawMessage(`{"k":1}`)}, tasks.StateCompleted, "", 0},
-		{"missing structured", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`)}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"structured mismatch", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`), StructuredContent: json.RawMessage(`{"summary":3}`)}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"isError still completes", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":"no such city"}]`), IsError: &tru}, tasks.StateCompleted, "", 0},
-		{"content not array", "echo", tasks.ToolResult{Content: json.RawMessage(`{}`)}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"content missing", "echo", tasks.ToolResult{}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"meta not object", "echo", tasks.ToolResult{Content: json.RawMessage(`[]`), Meta: json.RawMessage(`[]`)}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"not I-JSON", "echo", tasks.ToolResult{Content: json.RawMessage(`[{"a":1,"a":2}]`)}, tasks.StateFailed, tasks.CodeInvalidOutput, 0},
-		{"too large", "echo", tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":"` + strings.Repeat("x", 5000) + `"}]`)}, tasks.StateFailed, tasks.CodeResultTooLarge, 4096},
+		{"valid structured", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`), StructuredContent: json.RawMessage(`{"summary":"ok"}`), Meta: json.RawMessage(`{"k":1}`)}, agentproto.StateCompleted, "", 0},
+		{"missing structured", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`)}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"structured mismatch", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[]`), StructuredContent: json.RawMessage(`{"summary":3}`)}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"isError still completes", "forecast.get", tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":"no such city"}]`), IsError: &tru}, agentproto.StateCompleted, "", 0},
+		{"content not array", "echo", tasks.ToolResult{Content: json.RawMessage(`{}`)}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"content missing", "echo", tasks.ToolResult{}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"meta not object", "echo", tasks.ToolResult{Content: json.RawMessage(`[]`), Meta: json.RawMessage(`[]`)}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"not I-JSON", "echo", tasks.ToolResult{Content: json.RawMessage(`[{"a":1,"a":2}]`)}, agentproto.StateFailed, agentproto.CodeInvalidOutput, 0},
+		{"too large", "echo", tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":"` + strings.Repeat("x", 5000) + `"}]`)}, agentproto.StateFailed, agentproto.CodeResultTooLarge, 4096},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestCompletedResultRules(t *testing.T) {
 			}
 			acc := h.admit(h.inv(c.tool, args))
 			ev := h.terminal(acc.TaskID)
-			if ev.Type != string(c.state) {
+			if string(ev.Type) != string(c.state) {
 				t.Fatalf("settled %s: %s", ev.Type, ev.Payload)
 			}
 			if c.code != "" {
@@ -129,7 +130,7 @@ func TestFailureAndExecutorMisbehaviour(t *testing.T) {
 
 	h.exec.Script("echo", taskstest.Step{Panic: true})
 	acc = h.admit(h.inv("echo", `{}`))
-	if ev := h.terminal(acc.TaskID); !strings.Contains(string(ev.Payload), tasks.CodeInternalError) {
+	if ev := h.terminal(acc.TaskID); !strings.Contains(string(ev.Payload), agentproto.CodeInternalError) {
 		t.Fatalf("panicked: %s", ev.Payload)
 	}
 	h.checkHistory(acc.TaskID)
@@ -143,7 +144,7 @@ func TestFailureAndExecutorMisbehaviour(t *testing.T) {
 	if !errors.Is(rec.Errors[1], tasks.ErrSettled) {
 		t.Fatalf("second settlement: %v", rec.Errors[1])
 	}
-	if s := h.state(acc.TaskID); s.State != tasks.StateCompleted || s.Revision != 2 {
+	if s := h.state(acc.TaskID); s.State != agentproto.StateCompleted || s.Revision != 2 {
 		t.Fatalf("state %s@%d", s.State, s.Revision)
 	}
 }
@@ -166,8 +167,8 @@ type pending struct {
 
 func (h *harness) pendingInput(id string) (pending, *tasks.Snapshot) {
 	h.t.Helper()
-	h.waitType(id, tasks.EventInputRequired)
-	s := h.waitState(id, tasks.StateInputRequired)
+	h.waitType(id, agentproto.EventInputRequired)
+	s := h.waitState(id, agentproto.StateInputRequired)
 	var p pending
 	if err := json.Unmarshal(s.PendingInput, &p); err != nil {
 		h.t.Fatalf("pending input %q: %v", s.PendingInput, err)
@@ -191,7 +192,7 @@ func TestInteractiveInput(t *testing.T) {
 	if !ids.Valid(p.RequestID) || p.CreatedAt != "2026-07-27T19:14:01Z" || p.ExpiresAt != "2026-07-27T19:19:01Z" || s.Revision != 2 {
 		t.Fatalf("pending %+v at revision %d", p, s.Revision)
 	}
-	ev := h.waitType(acc.TaskID, tasks.EventInputRequired)
+	ev := h.waitType(acc.TaskID, agentproto.EventInputRequired)
 	if !bytes.Equal(ev.Payload, s.PendingInput) {
 		t.Fatalf("state's pending input differs from the event:\n%s\n%s", s.PendingInput, ev.Payload)
 	}
@@ -273,12 +274,12 @@ func TestInputExpiryBoundary(t *testing.T) {
 			_, err := h.answer(acc.TaskID, p, s.Revision, `{"unit":"F"}`)
 			ev := h.terminal(acc.TaskID)
 			if c.accept {
-				if err != nil || ev.Type != tasks.EventCompleted {
+				if err != nil || ev.Type != agentproto.EventCompleted {
 					t.Fatalf("answer: %v, settled %s", err, ev.Type)
 				}
 			} else {
 				wantErr(t, err, tasks.ErrConflict)
-				if ev.Type != tasks.EventFailed || !strings.Contains(string(ev.Payload), tasks.CodeInputExpired) {
+				if ev.Type != agentproto.EventFailed || !strings.Contains(string(ev.Payload), agentproto.CodeInputExpired) {
 					t.Fatalf("settled %s %s", ev.Type, ev.Payload)
 				}
 				// A late answer to the expired request stays a conflict.
@@ -304,12 +305,12 @@ func TestInputExpiryTimer(t *testing.T) {
 		t.Fatalf("default expiry %s", p.ExpiresAt)
 	}
 	h.clk.Advance(time.Hour - time.Nanosecond)
-	if s := h.state(acc.TaskID); s.State != tasks.StateInputRequired {
+	if s := h.state(acc.TaskID); s.State != agentproto.StateInputRequired {
 		t.Fatalf("expired early: %s", s.State)
 	}
 	h.clk.Advance(time.Nanosecond)
 	ev := h.terminal(acc.TaskID)
-	if !strings.Contains(string(ev.Payload), tasks.CodeInputExpired) {
+	if !strings.Contains(string(ev.Payload), agentproto.CodeInputExpired) {
 		t.Fatalf("settled %s", ev.Payload)
 	}
 	h.checkHistory(acc.TaskID)
@@ -323,7 +324,7 @@ func TestCancellation(t *testing.T) {
 		taskstest.Step{Echo: true}, // output after the terminal cancellation
 	)
 	acc := h.admit(h.inv("echo", `{}`))
-	s := h.waitState(acc.TaskID, tasks.StateRunning)
+	s := h.waitState(acc.TaskID, agentproto.StateRunning)
 	cancel := func(mut func(*tasks.CancelRequest)) (int64, error) {
 		c := tasks.CancelRequest{Caller: alice, Endpoint: weather, TaskID: acc.TaskID, ExpectedRevision: s.Revision,
 			HasReason: true, Reason: "Trip was cancelled"}
@@ -343,7 +344,7 @@ func TestCancellation(t *testing.T) {
 		t.Fatalf("cancel: %d, %v", rev, err)
 	}
 	ev := h.terminal(acc.TaskID)
-	if ev.Type != tasks.EventCancelled || string(ev.Payload) != `{"reason":"Trip was cancelled"}` {
+	if ev.Type != agentproto.EventCancelled || string(ev.Payload) != `{"reason":"Trip was cancelled"}` {
 		t.Fatalf("settled %s %s", ev.Type, ev.Payload)
 	}
 	rec := h.exec.Record(acc.TaskID)
@@ -370,7 +371,7 @@ func TestCancellation(t *testing.T) {
 		t.Fatalf("history %s", got)
 	}
 	r, _ := h.eng.Result(context.Background(), alice, weather, acc.TaskID)
-	if r.State != tasks.StateCancelled || r.Revision != 3 {
+	if r.State != agentproto.StateCancelled || r.Revision != 3 {
 		t.Fatalf("result %+v", r)
 	}
 }
@@ -380,11 +381,11 @@ func TestCancellationIsAdvisory(t *testing.T) {
 	h := newHarness(t)
 	h.exec.Script("echo", taskstest.Step{AwaitCancel: true}, taskstest.Step{Echo: true})
 	acc := h.admit(h.inv("echo", `{}`))
-	s := h.waitState(acc.TaskID, tasks.StateRunning)
+	s := h.waitState(acc.TaskID, agentproto.StateRunning)
 	if _, _, err := h.eng.Cancel(context.Background(), tasks.CancelRequest{Caller: alice, Endpoint: weather, TaskID: acc.TaskID, ExpectedRevision: s.Revision}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := h.terminal(acc.TaskID); ev.Type != tasks.EventCompleted {
+	if ev := h.terminal(acc.TaskID); ev.Type != agentproto.EventCompleted {
 		t.Fatalf("settled %s", ev.Type)
 	}
 	h.checkHistory(acc.TaskID)
@@ -403,7 +404,7 @@ func TestCancelUnsupportedByBackend(t *testing.T) {
 	h.exec = taskstest.New(tasks.Features{})
 	h.exec.Script("echo", taskstest.Step{Gate: make(chan struct{})})
 	acc := h.admit(h.inv("echo", `{}`))
-	s := h.waitState(acc.TaskID, tasks.StateRunning)
+	s := h.waitState(acc.TaskID, agentproto.StateRunning)
 	_, _, err := h.eng.Cancel(context.Background(), tasks.CancelRequest{Caller: alice, Endpoint: weather, TaskID: acc.TaskID, ExpectedRevision: s.Revision})
 	wantErr(t, err, tasks.ErrServiceUnavailable)
 }
@@ -417,7 +418,7 @@ func TestCancelBeforeDispatch(t *testing.T) {
 	if err != nil || rev != 1 {
 		t.Fatalf("cancel: %d %v", rev, err)
 	}
-	if ev := h.terminal(acc.TaskID); ev.Type != tasks.EventCancelled {
+	if ev := h.terminal(acc.TaskID); ev.Type != agentproto.EventCancelled {
 		t.Fatalf("settled %s", ev.Type)
 	}
 	if err := tasks.Dispatch(h.eng, acc.TaskID); err != nil {
@@ -443,7 +444,7 @@ func TestCancelSupersedesInput(t *testing.T) {
 	if _, err := h.answer(acc.TaskID, p, rev, `{"unit":"C"}`); !errors.Is(err, tasks.ErrConflict) {
 		t.Fatalf("answer after cancel: %v", err)
 	}
-	if ev := h.terminal(acc.TaskID); ev.Type != tasks.EventCancelled || string(ev.Payload) != `{}` {
+	if ev := h.terminal(acc.TaskID); ev.Type != agentproto.EventCancelled || string(ev.Payload) != `{}` {
 		t.Fatalf("settled %s %s", ev.Type, ev.Payload)
 	}
 	rec := h.exec.Record(acc.TaskID)
@@ -484,9 +485,9 @@ func TestDeadlineTimer(t *testing.T) {
 	inv := h.inv("forecast.get", `{"city":"Riga"}`)
 	inv.Deadline = "2026-07-27T19:15:01.0000000005Z"
 	acc := h.admit(inv)
-	h.waitState(acc.TaskID, tasks.StateRunning)
+	h.waitState(acc.TaskID, agentproto.StateRunning)
 	h.clk.Set(time.Date(2026, 7, 27, 19, 15, 1, 0, time.UTC))
-	if s := h.state(acc.TaskID); s.State != tasks.StateRunning {
+	if s := h.state(acc.TaskID); s.State != agentproto.StateRunning {
 		t.Fatalf("expired before the deadline: %s", s.State)
 	}
 	h.clk.Advance(time.Nanosecond)
@@ -520,11 +521,11 @@ func TestDeadlineAtCommitBoundary(t *testing.T) {
 				inv := h.inv("forecast.get", `{"city":"Riga"}`)
 				inv.Deadline = "2026-07-27T21:15:00.0000005+02:00"
 				acc := h.admit(inv)
-				h.waitState(acc.TaskID, tasks.StateRunning)
+				h.waitState(acc.TaskID, agentproto.StateRunning)
 				h.clk.Set(deadline.Add(at))
 				close(gate)
 				if name == "input" && at < 0 {
-					h.waitType(acc.TaskID, tasks.EventInputRequired)
+					h.waitType(acc.TaskID, agentproto.EventInputRequired)
 					h.checkHistory(acc.TaskID)
 					return
 				}
@@ -569,7 +570,7 @@ func TestDeadlineBeforeDispatch(t *testing.T) {
 	inv = h2.inv("forecast.get", `{"city":"Riga"}`)
 	inv.Deadline = "2026-07-27T19:14:02Z"
 	acc = h2.admit(inv)
-	s := h2.waitState(acc.TaskID, tasks.StateRunning)
+	s := h2.waitState(acc.TaskID, agentproto.StateRunning)
 	h2.clk.Advance(time.Second)
 	_, _, err := h2.eng.Cancel(context.Background(), tasks.CancelRequest{Caller: alice, Endpoint: weather, TaskID: acc.TaskID, ExpectedRevision: s.Revision})
 	wantErr(t, err, tasks.ErrConflict)
@@ -584,7 +585,7 @@ func TestRecoveryAuthorization(t *testing.T) {
 	gate := make(chan struct{})
 	h.exec.Script("echo", taskstest.Step{Gate: gate}, taskstest.Step{Echo: true})
 	acc := h.admit(h.inv("echo", `{}`))
-	h.waitState(acc.TaskID, tasks.StateRunning)
+	h.waitState(acc.TaskID, agentproto.StateRunning)
 	ctx := context.Background()
 	for name, q := range map[string][3]string{
 		"other caller":   {mallory, weather, acc.TaskID},
@@ -606,7 +607,7 @@ func TestRecoveryAuthorization(t *testing.T) {
 	}
 	// Visibility or invocation policy changing later does not deny recovery.
 	h.pol.Revoke(alice, weather)
-	if s := h.state(acc.TaskID); s.State != tasks.StateRunning || s.ResultAvailable {
+	if s := h.state(acc.TaskID); s.State != agentproto.StateRunning || s.ResultAvailable {
 		t.Fatalf("state %+v", s)
 	}
 	close(gate)

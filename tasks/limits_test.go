@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -36,7 +37,7 @@ func TestProgressFloodIsCoalesced(t *testing.T) {
 	}
 	var progress []tasks.StoredEvent
 	for _, e := range evs {
-		if e.Type == tasks.EventProgress {
+		if e.Type == agentproto.EventProgress {
 			progress = append(progress, e)
 		}
 	}
@@ -45,11 +46,11 @@ func TestProgressFloodIsCoalesced(t *testing.T) {
 		t.Fatalf("%d progress revisions for %d updates in one second, want 1..%d", len(progress), n, perSecond)
 	}
 	last := evs[len(evs)-2]
-	if last.Type != tasks.EventProgress || string(last.Payload) != `{"percent":100,"stage":"copy"}` {
+	if last.Type != agentproto.EventProgress || string(last.Payload) != `{"percent":100,"stage":"copy"}` {
 		t.Fatalf("event before the terminal one: %s %s, want the final progress", last.Type, last.Payload)
 	}
 	got := h.rec.Events(acc.TaskID)
-	if p := got[len(got)-2]; p.Type != tasks.EventProgress || string(p.Payload) != `{"percent":100,"stage":"copy"}` {
+	if p := got[len(got)-2]; p.Type != agentproto.EventProgress || string(p.Payload) != `{"percent":100,"stage":"copy"}` {
 		t.Fatalf("caller saw %s %s before the terminal event", p.Type, p.Payload)
 	}
 }
@@ -70,7 +71,7 @@ func TestProgressUnchangedIsDropped(t *testing.T) {
 	acc := h.admit(h.inv("echo", `{}`))
 	h.terminal(acc.TaskID)
 	evs := h.checkHistory(acc.TaskID)
-	if got := types(evs); len(got) != 3 || evs[1].Type != tasks.EventProgress {
+	if got := types(evs); len(got) != 3 || evs[1].Type != agentproto.EventProgress {
 		t.Fatalf("events = %v, want status, one progress, completed", got)
 	}
 }
@@ -96,7 +97,7 @@ func TestProgressRateOverSeconds(t *testing.T) {
 	evs := h.checkHistory(acc.TaskID)
 	var at []time.Time
 	for _, e := range evs {
-		if e.Type == tasks.EventProgress {
+		if e.Type == agentproto.EventProgress {
 			at = append(at, e.Created)
 		}
 	}

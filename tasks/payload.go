@@ -9,19 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
 	"github.com/agentgw/agentgw/internal/xmpptime"
-)
-
-// Event types of the protocol.
-const (
-	EventStatus        = "status"
-	EventProgress      = "progress"
-	EventInputRequired = "input_required"
-	EventCompleted     = "completed"
-	EventFailed        = "failed"
-	EventCancelled     = "cancelled"
 )
 
 // lifecycleSchemaJSON is the normative task event payload JSON Schema,
@@ -36,7 +27,7 @@ func LifecycleSchema() []byte { return append([]byte(nil), lifecycleSchemaJSON..
 // Lifecycle validates event payloads against the normative schema, one
 // compiled entry point per event type.
 type Lifecycle struct {
-	byType map[string]*schema.Schema
+	byType map[agentproto.EventType]*schema.Schema
 }
 
 // NewLifecycle compiles the embedded schema.
@@ -49,15 +40,15 @@ func NewLifecycle() (*Lifecycle, error) {
 	if !ok {
 		return nil, errors.New("tasks: lifecycle schema is not an object")
 	}
-	l := &Lifecycle{byType: map[string]*schema.Schema{}}
-	for _, typ := range []string{EventStatus, EventProgress, EventInputRequired, EventCompleted, EventFailed, EventCancelled} {
+	l := &Lifecycle{byType: map[agentproto.EventType]*schema.Schema{}}
+	for _, typ := range agentproto.EventTypes {
 		// The spec selects $defs.<type> by the event's type attribute; an
 		// added root $ref does exactly that while keeping the document whole.
 		entry := make(map[string]any, len(root)+1)
 		for k, v := range root {
 			entry[k] = v
 		}
-		entry["$ref"] = "#/$defs/" + typ
+		entry["$ref"] = "#/$defs/" + string(typ)
 		s, err := schema.CompileTrustedDocument(entry)
 		if err != nil {
 			return nil, fmt.Errorf("tasks: lifecycle schema %s: %w", typ, err)
@@ -68,7 +59,7 @@ func NewLifecycle() (*Lifecycle, error) {
 }
 
 // Validate checks a parsed payload against the definition for typ.
-func (l *Lifecycle) Validate(typ string, v any) error {
+func (l *Lifecycle) Validate(typ agentproto.EventType, v any) error {
 	s, ok := l.byType[typ]
 	if !ok {
 		return errors.New("tasks: unknown event type")
@@ -77,7 +68,7 @@ func (l *Lifecycle) Validate(typ string, v any) error {
 }
 
 // ValidateJSON parses payload (I-JSON) and validates it for typ.
-func (l *Lifecycle) ValidateJSON(typ string, payload []byte) error {
+func (l *Lifecycle) ValidateJSON(typ agentproto.EventType, payload []byte) error {
 	v, err := ijson.Parse(payload, ijson.Limits{MaxBytes: 64 << 20, MaxStringBytes: 64 << 20})
 	if err != nil {
 		return err
@@ -90,13 +81,13 @@ func (l *Lifecycle) ValidateJSON(typ string, payload []byte) error {
 
 // checkDateTimes enforces "every date-time string MUST also conform to
 // XEP-0082", which the annotation-only format keyword does not.
-func checkDateTimes(typ string, v any) error {
+func checkDateTimes(typ agentproto.EventType, v any) error {
 	obj, _ := v.(map[string]any)
 	var names []string
 	switch typ {
-	case EventStatus:
+	case agentproto.EventStatus:
 		names = []string{"updatedAt"}
-	case EventInputRequired:
+	case agentproto.EventInputRequired:
 		names = []string{"createdAt", "expiresAt"}
 	}
 	for _, n := range names {
@@ -110,7 +101,7 @@ func checkDateTimes(typ string, v any) error {
 }
 
 // build canonicalizes and validates a payload value built by the engine.
-func (l *Lifecycle) build(typ string, v map[string]any) ([]byte, error) {
+func (l *Lifecycle) build(typ agentproto.EventType, v map[string]any) ([]byte, error) {
 	if err := l.Validate(typ, v); err != nil {
 		return nil, fmt.Errorf("tasks: %s payload: %w", typ, err)
 	}
@@ -155,8 +146,8 @@ func toValidUTF8(s string) string {
 	return string(b)
 }
 
-func statusPayload(l *Lifecycle, state State, now time.Time) ([]byte, error) {
-	return l.build(EventStatus, map[string]any{"state": string(state), "updatedAt": xmpptime.Format(now)})
+func statusPayload(l *Lifecycle, state agentproto.State, now time.Time) ([]byte, error) {
+	return l.build(agentproto.EventStatus, map[string]any{"state": string(state), "updatedAt": xmpptime.Format(now)})
 }
 
 // progressValue normalizes p against the last committed percent. Percent is
@@ -190,7 +181,7 @@ func progressValue(p Progress, last float64, hasLast bool) (map[string]any, floa
 func failedValue(f Failure) map[string]any {
 	code := f.Code
 	if !codePattern.MatchString(code) {
-		code = CodeInternalError
+		code = agentproto.CodeInternalError
 	}
 	msg := truncate(f.Message, maxText)
 	if msg == "" {

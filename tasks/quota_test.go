@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
@@ -131,8 +132,8 @@ func TestBackendConcurrency(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		accs = append(accs, h.admit(h.inv("echo", `{}`)))
 	}
-	h.waitState(accs[0].TaskID, tasks.StateRunning)
-	h.waitState(accs[1].TaskID, tasks.StateRunning)
+	h.waitState(accs[0].TaskID, agentproto.StateRunning)
+	h.waitState(accs[1].TaskID, agentproto.StateRunning)
 	states := func() string {
 		var out []string
 		for _, a := range accs {
@@ -151,7 +152,7 @@ func TestBackendConcurrency(t *testing.T) {
 	}
 	g.release(accs[1].TaskID)
 	h.terminal(accs[1].TaskID)
-	h.waitState(accs[2].TaskID, tasks.StateRunning)
+	h.waitState(accs[2].TaskID, agentproto.StateRunning)
 	if got := states(); got != "running,completed,running,accepted,accepted" {
 		t.Fatalf("after one settled: states = %s", got)
 	}
@@ -165,7 +166,7 @@ func TestBackendConcurrency(t *testing.T) {
 	for _, i := range []int{0, 2} {
 		g.release(accs[i].TaskID)
 	}
-	h.waitState(accs[3].TaskID, tasks.StateRunning)
+	h.waitState(accs[3].TaskID, agentproto.StateRunning)
 	g.release(accs[3].TaskID)
 	for _, a := range accs {
 		h.terminal(a.TaskID)
@@ -194,10 +195,10 @@ func TestBackendConcurrencyAfterRestart(t *testing.T) {
 	h.crash()
 	h.restarted = true
 	h.open()
-	h.waitState(accs[0].TaskID, tasks.StateRunning)
-	h.waitState(accs[1].TaskID, tasks.StateRunning)
+	h.waitState(accs[0].TaskID, agentproto.StateRunning)
+	h.waitState(accs[1].TaskID, agentproto.StateRunning)
 	for _, a := range accs[2:] {
-		if s := h.state(a.TaskID); s.State != tasks.StateAccepted {
+		if s := h.state(a.TaskID); s.State != agentproto.StateAccepted {
 			t.Fatalf("task %s after restart: %s, want accepted", a.TaskID, s.State)
 		}
 	}
@@ -205,7 +206,7 @@ func TestBackendConcurrencyAfterRestart(t *testing.T) {
 		g.release(a.TaskID)
 		h.terminal(a.TaskID)
 		if i+2 < len(accs) {
-			h.waitState(accs[i+2].TaskID, tasks.StateRunning)
+			h.waitState(accs[i+2].TaskID, agentproto.StateRunning)
 		}
 	}
 	if n := len(h.exec.Calls()); n != 5 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -14,7 +15,7 @@ type Snapshot struct {
 	Endpoint     string
 	APIVersion   string
 	ManifestHash string
-	State        State
+	State        agentproto.State
 	Revision     int64
 	Created      time.Time
 	Updated      time.Time
@@ -35,7 +36,7 @@ type Snapshot struct {
 // <task-result/>. Payload is the same object as the terminal event's.
 type TerminalResult struct {
 	TaskID   string
-	State    State
+	State    agentproto.State
 	Revision int64
 	Payload  []byte
 }
@@ -45,7 +46,7 @@ type StoredEvent struct {
 	TaskID   string
 	EventID  string
 	Revision int64
-	Type     string
+	Type     agentproto.EventType
 	Payload  []byte
 	Created  time.Time
 }
@@ -75,14 +76,14 @@ func (e *Engine) State(ctx context.Context, caller, endpoint, taskID string) (*S
 	}
 	s := &Snapshot{
 		TaskID: t.ID, Endpoint: t.Endpoint, APIVersion: t.APIVersion, ManifestHash: t.ManifestHash,
-		State: State(t.State), Revision: t.Revision, Created: t.Created, Updated: t.Updated,
-		RetainUntil: t.RetainUntil, ResultAvailable: terminal(t.State) && t.Result != nil,
+		State: t.State, Revision: t.Revision, Created: t.Created, Updated: t.Updated,
+		RetainUntil: t.RetainUntil, ResultAvailable: t.State.Terminal() && t.Result != nil,
 	}
 	if t.Deadline != "" {
 		d := t.DeadlineAt
 		s.Deadline, s.DeadlineAt = t.Deadline, &d
 	}
-	if in != nil && t.State == taskdb.InputRequired {
+	if in != nil && t.State == agentproto.StateInputRequired {
 		s.PendingInput = in.Request
 	}
 	return s, nil
@@ -95,10 +96,10 @@ func (e *Engine) Result(ctx context.Context, caller, endpoint, taskID string) (*
 	if err != nil {
 		return nil, err
 	}
-	if !terminal(t.State) || t.Result == nil {
+	if !t.State.Terminal() || t.Result == nil {
 		return nil, reject(ErrUnexpectedRequest, "task is not terminal")
 	}
-	return &TerminalResult{TaskID: t.ID, State: State(t.State), Revision: t.Revision, Payload: t.Result}, nil
+	return &TerminalResult{TaskID: t.ID, State: t.State, Revision: t.Revision, Payload: t.Result}, nil
 }
 
 // Events returns every committed event of a task in revision order, without

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -44,11 +45,11 @@ func TestCrashChild(t *testing.T) {
 	h.terminal(ct.Done)
 
 	ct.Running = h.admit(h.inv("forecast.get", `{"city":"Riga"}`)).TaskID
-	h.waitState(ct.Running, tasks.StateRunning)
+	h.waitState(ct.Running, agentproto.StateRunning)
 	ct.Input = h.admit(h.inv("echo", `{}`)).TaskID
 	h.pendingInput(ct.Input)
 	ct.Cancelling = h.admit(h.inv("approve.me", `{}`)).TaskID
-	s := h.waitState(ct.Cancelling, tasks.StateRunning)
+	s := h.waitState(ct.Cancelling, agentproto.StateRunning)
 	if _, _, err := h.eng.Cancel(context.Background(), tasks.CancelRequest{Caller: alice, Endpoint: weather, TaskID: ct.Cancelling, ExpectedRevision: s.Revision}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	for name, id := range map[string]string{"running": ct.Running, "input_required": ct.Input, "cancelling": ct.Cancelling} {
 		s := h.state(id)
-		if s.State != tasks.StateFailed || s.Revision != ct.Revisions[id]+1 {
+		if s.State != agentproto.StateFailed || s.Revision != ct.Revisions[id]+1 {
 			t.Fatalf("%s: %s@%d (was @%d)", name, s.State, s.Revision, ct.Revisions[id])
 		}
 		r, _ := h.eng.Result(context.Background(), alice, weather, id)
@@ -140,14 +141,14 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	}
 	ev := h.terminal(ct.Accepted)
-	if ev.Type != tasks.EventCompleted {
+	if ev.Type != agentproto.EventCompleted {
 		t.Fatalf("accepted task settled %s", ev.Type)
 	}
 	if calls := h.exec.Calls(); len(calls) != 1 || calls[0].TaskID != ct.Accepted {
 		t.Fatalf("after restart the backend ran %+v", calls)
 	}
 	h.checkHistory(ct.Accepted)
-	if s := h.state(ct.Done); s.State != tasks.StateCompleted || s.Revision != ct.Revisions[ct.Done] {
+	if s := h.state(ct.Done); s.State != agentproto.StateCompleted || s.Revision != ct.Revisions[ct.Done] {
 		t.Fatalf("settled task changed: %s@%d", s.State, s.Revision)
 	}
 	h.checkHistory(ct.Done)
@@ -166,7 +167,7 @@ func TestGracefulCloseAndRestart(t *testing.T) {
 	h := newHarness(t, func(c *tasks.Config) { c.ShutdownGrace = 2 * time.Second })
 	h.exec.Script("forecast.get", taskstest.Step{Gate: make(chan struct{})})
 	running := h.admit(h.inv("forecast.get", `{"city":"Riga"}`))
-	h.waitState(running.TaskID, tasks.StateRunning)
+	h.waitState(running.TaskID, agentproto.StateRunning)
 	tasks.HoldDispatch(h.eng, true)
 	accepted := h.admit(h.inv("echo", `{}`))
 	if err := h.eng.Close(); err != nil {
@@ -175,15 +176,15 @@ func TestGracefulCloseAndRestart(t *testing.T) {
 	if _, err := h.eng.Admit(context.Background(), h.inv("echo", `{}`)); !errors.Is(err, tasks.ErrServiceUnavailable) {
 		t.Fatalf("admit after close: %v", err)
 	}
-	if s := h.state(running.TaskID); s.State != tasks.StateFailed {
+	if s := h.state(running.TaskID); s.State != agentproto.StateFailed {
 		t.Fatalf("running task after close: %s", s.State)
 	}
-	if s := h.state(accepted.TaskID); s.State != tasks.StateAccepted {
+	if s := h.state(accepted.TaskID); s.State != agentproto.StateAccepted {
 		t.Fatalf("accepted task after close: %s", s.State)
 	}
 	h.db.Close()
 	h.open()
-	if ev := h.terminal(accepted.TaskID); ev.Type != tasks.EventCompleted {
+	if ev := h.terminal(accepted.TaskID); ev.Type != agentproto.EventCompleted {
 		t.Fatalf("accepted task after restart: %s", ev.Type)
 	}
 	h.checkHistory(running.TaskID)
@@ -204,7 +205,7 @@ func TestRetentionPurge(t *testing.T) {
 	h.exec.Script("approve.me", taskstest.Step{Gate: gate})
 	h.apr.Approve(alice, weather, "approve.me")
 	long := h.admit(h.inv("approve.me", `{}`))
-	h.waitState(long.TaskID, tasks.StateRunning)
+	h.waitState(long.TaskID, agentproto.StateRunning)
 	if !acc.RetainUntil.Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("retain-until %v", acc.RetainUntil)
 	}
@@ -229,7 +230,7 @@ func TestRetentionPurge(t *testing.T) {
 		t.Fatalf("%d events left", len(evs))
 	}
 	// Non-terminal tasks are never purged.
-	if s := h.state(long.TaskID); s.State != tasks.StateRunning {
+	if s := h.state(long.TaskID); s.State != agentproto.StateRunning {
 		t.Fatalf("long task %s", s.State)
 	}
 	if ok, _ := h.eng.VersionReferenced(weather, version); !ok {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/xmpptime"
@@ -77,19 +78,19 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 		defer func() {
 			if p := recover(); p != nil {
 				e.log.Error("tasks: executor panicked", "task", call.TaskID)
-				r.settleFailure(Failure{Code: CodeInternalError, Message: "The tool failed unexpectedly."})
+				r.settleFailure(Failure{Code: agentproto.CodeInternalError, Message: "The tool failed unexpectedly."})
 			}
 		}()
 		backend.Execute(ctx, call, r)
 		if !r.settled() && !e.closing.Load() {
 			// An executor must settle; nothing is silently dropped.
-			r.settleFailure(Failure{Code: CodeInternalError, Message: "The tool ended without a result."})
+			r.settleFailure(Failure{Code: agentproto.CodeInternalError, Message: "The tool ended without a result."})
 		}
 	}()
 }
 
 // finished releases a settled task's resources, after commit.
-func (e *Engine) finished(id string, state State) {
+func (e *Engine) finished(id string, state agentproto.State) {
 	e.disarmDeadline(id)
 	e.mu.Lock()
 	r := e.runs[id]
@@ -151,7 +152,7 @@ func (r *run) mutate(do func(func(b *batch) error) error, fn func(b *batch, t *t
 		if err != nil {
 			return err
 		}
-		if t == nil || terminal(t.State) {
+		if t == nil || t.State.Terminal() {
 			result = ErrSettled
 			return nil
 		}
@@ -182,7 +183,7 @@ func (r *run) Progress(p Progress) error {
 	}
 	var result error
 	err := r.apply(func(b *batch, t *taskdb.Task) error {
-		if t.State == taskdb.Accepted {
+		if t.State == agentproto.StateAccepted {
 			result = ErrInvalidTransition
 			return nil
 		}
@@ -206,7 +207,7 @@ func (r *run) Complete(res ToolResult) error {
 		if err := r.flushProgress(b, t, true); err != nil {
 			return err
 		}
-		return b.settle(t, StateCompleted, EventCompleted, payload)
+		return b.settle(t, agentproto.StateCompleted, agentproto.EventCompleted, payload)
 	})
 }
 
@@ -222,7 +223,7 @@ func (r *run) settleFailure(f Failure) error {
 }
 
 func (r *run) Cancelled(reason string) error {
-	payload, err := r.e.lifecycle.build(EventCancelled, cancelledValue(reason))
+	payload, err := r.e.lifecycle.build(agentproto.EventCancelled, cancelledValue(reason))
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (r *run) Cancelled(reason string) error {
 		if err := r.flushProgress(b, t, true); err != nil {
 			return err
 		}
-		return b.settle(t, StateCancelled, EventCancelled, payload)
+		return b.settle(t, agentproto.StateCancelled, agentproto.EventCancelled, payload)
 	})
 }
 
@@ -240,8 +241,8 @@ func (r *run) Cancelled(reason string) error {
 // MaxResultBytes. A failure says how the task must fail instead.
 func (e *Engine) completedPayload(res ToolResult, tool *toolInfo) ([]byte, *Failure) {
 	lim := ijson.Limits{MaxBytes: e.cfg.MaxResultBytes, MaxStringBytes: e.cfg.MaxResultBytes}
-	tooLarge := &Failure{Code: CodeResultTooLarge, Message: "The tool result exceeds the gateway's size limit."}
-	invalid := &Failure{Code: CodeInvalidOutput, Message: "The tool returned an invalid result."}
+	tooLarge := &Failure{Code: agentproto.CodeResultTooLarge, Message: "The tool result exceeds the gateway's size limit."}
+	invalid := &Failure{Code: agentproto.CodeInvalidOutput, Message: "The tool returned an invalid result."}
 	parse := func(raw json.RawMessage) (any, *Failure) {
 		v, err := ijson.Parse(raw, lim)
 		if err != nil {
@@ -279,7 +280,7 @@ func (e *Engine) completedPayload(res ToolResult, tool *toolInfo) ([]byte, *Fail
 		result["_meta"] = meta
 	}
 	value := map[string]any{"result": result}
-	if err := e.lifecycle.Validate(EventCompleted, value); err != nil {
+	if err := e.lifecycle.Validate(agentproto.EventCompleted, value); err != nil {
 		return nil, invalid
 	}
 	isError := res.IsError != nil && *res.IsError
@@ -319,7 +320,7 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 	pi := &pendingInput{answer: make(chan json.RawMessage, 1), err: make(chan error, 1)}
 	var result error
 	err = r.apply(func(b *batch, t *taskdb.Task) error {
-		if t.State != taskdb.Running && t.State != taskdb.Accepted {
+		if t.State != agentproto.StateRunning && t.State != agentproto.StateAccepted {
 			result = ErrInvalidTransition
 			return nil
 		}
@@ -354,13 +355,13 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 			expiresAt = expires.String()
 			v["expiresAt"] = expiresAt
 		}
-		payload, err := r.e.lifecycle.build(EventInputRequired, v)
+		payload, err := r.e.lifecycle.build(agentproto.EventInputRequired, v)
 		if err != nil {
 			return err
 		}
 		from := t.State
-		if err := b.commit(t, []string{from}, EventInputRequired, payload, func(n *taskdb.Task) {
-			n.State = taskdb.InputRequired
+		if err := b.commit(t, []agentproto.State{from}, agentproto.EventInputRequired, payload, func(n *taskdb.Task) {
+			n.State = agentproto.StateInputRequired
 			n.InputRequest = pi.requestID
 		}); err != nil {
 			return err

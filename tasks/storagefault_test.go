@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -18,7 +18,7 @@ import (
 type faultDriver struct {
 	taskdb.Driver
 	mu     sync.Mutex
-	states map[string]bool
+	states map[agentproto.State]bool
 	budget int
 	failed int
 	// inUpdate fails the UPDATE statement itself instead of the commit.
@@ -27,10 +27,10 @@ type faultDriver struct {
 
 var errInjected = errors.New("disk I/O error (injected)")
 
-func (d *faultDriver) arm(n int, states ...string) {
+func (d *faultDriver) arm(n int, states ...agentproto.State) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.budget, d.states = n, map[string]bool{}
+	d.budget, d.states = n, map[agentproto.State]bool{}
 	for _, s := range states {
 		d.states[s] = true
 	}
@@ -53,10 +53,10 @@ func (d *faultDriver) Begin(ctx context.Context) (taskdb.Tx, error) {
 type faultTx struct {
 	taskdb.Tx
 	d     *faultDriver
-	moves []string
+	moves []agentproto.State
 }
 
-func (t *faultTx) UpdateTask(task *taskdb.Task, prevRev int64, from ...string) (bool, error) {
+func (t *faultTx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto.State) (bool, error) {
 	t.d.mu.Lock()
 	fail := t.d.inUpdate && t.d.states[task.State] && t.d.budget > 0
 	if fail {
@@ -119,9 +119,9 @@ func advanceUntil(t *testing.T, h *harness, what string, cond func() bool) {
 func TestDispatchCommitFailureIsRetried(t *testing.T) {
 	h, fd := newFaultHarness(t)
 	h.exec.Script("echo", taskstest.Step{Echo: true})
-	fd.arm(3, taskdb.Running)
+	fd.arm(3, agentproto.StateRunning)
 	acc := h.admit(h.inv("echo", `{"x":1}`))
-	advanceUntil(t, h, "the dispatch to commit", func() bool { return h.state(acc.TaskID).State != tasks.StateAccepted })
+	advanceUntil(t, h, "the dispatch to commit", func() bool { return h.state(acc.TaskID).State != agentproto.StateAccepted })
 	if ev := h.terminal(acc.TaskID); ev.Type != "completed" {
 		t.Fatalf("terminal event %s, want completed", ev.Type)
 	}
@@ -136,9 +136,9 @@ func TestDispatchCommitFailureIsRetried(t *testing.T) {
 func TestSettlementCommitFailureIsRetried(t *testing.T) {
 	h, fd := newFaultHarness(t)
 	h.exec.Script("echo", taskstest.Step{Echo: true})
-	fd.arm(4, taskdb.Completed)
+	fd.arm(4, agentproto.StateCompleted)
 	acc := h.admit(h.inv("echo", `{"x":2}`))
-	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
+	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == agentproto.StateCompleted })
 	wantRetriedEcho(t, h, fd, acc.TaskID, 4)
 }
 
@@ -148,9 +148,9 @@ func TestSettlementStatementFailureIsRetried(t *testing.T) {
 	h, fd := newFaultHarness(t)
 	h.exec.Script("echo", taskstest.Step{Echo: true})
 	fd.inUpdate = true
-	fd.arm(2, taskdb.Completed)
+	fd.arm(2, agentproto.StateCompleted)
 	acc := h.admit(h.inv("echo", `{"x":3}`))
-	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == tasks.StateCompleted })
+	advanceUntil(t, h, "the settlement to commit", func() bool { return h.state(acc.TaskID).State == agentproto.StateCompleted })
 	wantRetriedEcho(t, h, fd, acc.TaskID, 2)
 }
 

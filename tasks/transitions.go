@@ -4,25 +4,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
 // Source states of the normative transitions.
 var (
-	nonTerminal   = []string{taskdb.Accepted, taskdb.Running, taskdb.InputRequired, taskdb.Cancelling}
-	fromRunning   = []string{taskdb.Running}
-	fromInput     = []string{taskdb.InputRequired}
-	fromCancellab = []string{taskdb.Accepted, taskdb.Running, taskdb.InputRequired}
+	nonTerminal   = []agentproto.State{agentproto.StateAccepted, agentproto.StateRunning, agentproto.StateInputRequired, agentproto.StateCancelling}
+	fromRunning   = []agentproto.State{agentproto.StateRunning}
+	fromInput     = []agentproto.State{agentproto.StateInputRequired}
+	fromCancellab = []agentproto.State{agentproto.StateAccepted, agentproto.StateRunning, agentproto.StateInputRequired}
 )
-
-func terminal(state string) bool { return State(state).Terminal() }
 
 // commit is the guarded transition every state change and progress update
 // goes through: a compare-and-set on (id, revision, state in from) that
 // writes next at revision+1 and appends exactly one event at that revision,
 // in the current transaction. The task is updated in place.
-func (b *batch) commit(t *taskdb.Task, from []string, typ string, payload []byte, mutate func(n *taskdb.Task)) error {
+func (b *batch) commit(t *taskdb.Task, from []agentproto.State, typ agentproto.EventType, payload []byte, mutate func(n *taskdb.Task)) error {
 	now := b.now()
 	next := *t
 	mutate(&next)
@@ -51,7 +50,7 @@ func (b *batch) commit(t *taskdb.Task, from []string, typ string, payload []byte
 
 // settle commits a terminal state with its payload, supersedes a pending
 // input request and releases the task's in-memory resources after commit.
-func (b *batch) settle(t *taskdb.Task, state State, typ string, payload []byte) error {
+func (b *batch) settle(t *taskdb.Task, state agentproto.State, typ agentproto.EventType, payload []byte) error {
 	if t.InputRequest != "" {
 		if _, err := b.tx.SetInputStatus(t.ID, t.InputRequest, taskdb.InputSuperseded, nil, 0); err != nil {
 			return err
@@ -59,7 +58,7 @@ func (b *batch) settle(t *taskdb.Task, state State, typ string, payload []byte) 
 	}
 	now := b.now()
 	err := b.commit(t, nonTerminal, typ, payload, func(n *taskdb.Task) {
-		n.State = string(state)
+		n.State = state
 		n.Result = payload
 		n.InputRequest = ""
 		// The replay record outlives the task's lifetime as well as the
@@ -79,17 +78,17 @@ func (b *batch) settle(t *taskdb.Task, state State, typ string, payload []byte) 
 }
 
 func (b *batch) fail(t *taskdb.Task, f Failure) error {
-	payload, err := b.e.lifecycle.build(EventFailed, failedValue(f))
+	payload, err := b.e.lifecycle.build(agentproto.EventFailed, failedValue(f))
 	if err != nil {
 		return err
 	}
-	return b.settle(t, StateFailed, EventFailed, payload)
+	return b.settle(t, agentproto.StateFailed, agentproto.EventFailed, payload)
 }
 
 // deadlineReached reports whether t is non-terminal and its deadline is
 // reached at this commit boundary, compared exactly.
 func (b *batch) deadlineReached(t *taskdb.Task) bool {
-	if t.Deadline == "" || terminal(t.State) {
+	if t.Deadline == "" || t.State.Terminal() {
 		return false
 	}
 	dl, err := xmpptime.Parse(t.Deadline)
@@ -107,7 +106,7 @@ func (b *batch) expireIfDue(t *taskdb.Task) (bool, error) {
 	if !b.deadlineReached(t) {
 		return false, nil
 	}
-	return true, b.fail(t, Failure{Code: CodeDeadlineExpired, Message: "The task deadline passed before a result."})
+	return true, b.fail(t, Failure{Code: agentproto.CodeDeadlineExpired, Message: "The task deadline passed before a result."})
 }
 
 // load reads a task inside the transaction.
@@ -150,7 +149,7 @@ const (
 
 func (b *batch) dispatchTask(id string) (dispatchOutcome, string, error) {
 	t, err := b.load(id)
-	if err != nil || t == nil || terminal(t.State) {
+	if err != nil || t == nil || t.State.Terminal() {
 		return dispatchOther, "", err
 	}
 	out, err := b.dispatchLoaded(t)
@@ -162,19 +161,19 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 	if done, err := b.expireIfDue(t); done || err != nil {
 		return dispatchOther, err
 	}
-	if t.State == taskdb.Cancelling && !t.Dispatched {
-		payload, err := b.e.lifecycle.build(EventCancelled, cancelledValue(""))
+	if t.State == agentproto.StateCancelling && !t.Dispatched {
+		payload, err := b.e.lifecycle.build(agentproto.EventCancelled, cancelledValue(""))
 		if err != nil {
 			return dispatchOther, err
 		}
-		return dispatchOther, b.settle(t, StateCancelled, EventCancelled, payload)
+		return dispatchOther, b.settle(t, agentproto.StateCancelled, agentproto.EventCancelled, payload)
 	}
-	if t.State != taskdb.Accepted || b.e.closing.Load() {
+	if t.State != agentproto.StateAccepted || b.e.closing.Load() {
 		return dispatchOther, nil // shutting down: stays accepted for the next Start
 	}
 	backend, ok := b.e.cfg.Backends(t.Endpoint)
 	if !ok || backend == nil {
-		return dispatchOther, b.fail(t, Failure{Code: CodeUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
+		return dispatchOther, b.fail(t, Failure{Code: agentproto.CodeUnavailable, Message: "The endpoint's backend is not available.", Retryable: true})
 	}
 	m, ok := b.e.cfg.Directory.Manifest(t.Endpoint, t.APIVersion)
 	var tool *toolInfo
@@ -184,17 +183,17 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 		}
 	}
 	if tool == nil {
-		return dispatchOther, b.fail(t, Failure{Code: CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
+		return dispatchOther, b.fail(t, Failure{Code: agentproto.CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
 	}
 	if !b.mayDispatch(id, t.Endpoint) {
 		return dispatchHeld, nil
 	}
-	payload, err := statusPayload(b.e.lifecycle, StateRunning, b.now())
+	payload, err := statusPayload(b.e.lifecycle, agentproto.StateRunning, b.now())
 	if err != nil {
 		return dispatchOther, err
 	}
-	if err := b.commit(t, []string{taskdb.Accepted}, EventStatus, payload, func(n *taskdb.Task) {
-		n.State = taskdb.Running
+	if err := b.commit(t, []agentproto.State{agentproto.StateAccepted}, agentproto.EventStatus, payload, func(n *taskdb.Task) {
+		n.State = agentproto.StateRunning
 		n.Dispatched = true
 	}); err != nil {
 		return dispatchOther, err
@@ -215,19 +214,19 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 // interrupt settles a dispatched task whose backend call cannot be resumed.
 func (b *batch) interrupt(id string) error {
 	t, err := b.load(id)
-	if err != nil || t == nil || terminal(t.State) {
+	if err != nil || t == nil || t.State.Terminal() {
 		return err
 	}
 	if done, err := b.expireIfDue(t); done || err != nil {
 		return err
 	}
 	if !t.Dispatched {
-		if t.State == taskdb.Cancelling {
+		if t.State == agentproto.StateCancelling {
 			return b.dispatch(id)
 		}
 		return nil // accepted: dispatched by the next Start
 	}
-	return b.fail(t, Failure{Code: CodeInterrupted, Message: "The gateway restarted while the task was running.", Retryable: true})
+	return b.fail(t, Failure{Code: agentproto.CodeInterrupted, Message: "The gateway restarted while the task was running.", Retryable: true})
 }
 
 // deadlineFired is the deadline timer's settlement. The timer fires at the
@@ -235,7 +234,7 @@ func (b *batch) interrupt(id string) error {
 // nanosecond is re-armed until it is exactly reached.
 func (b *batch) deadlineFired(id string) error {
 	t, err := b.load(id)
-	if err != nil || t == nil || terminal(t.State) {
+	if err != nil || t == nil || t.State.Terminal() {
 		return err
 	}
 	if done, err := b.expireIfDue(t); done || err != nil {
@@ -245,9 +244,3 @@ func (b *batch) deadlineFired(id string) error {
 	b.onCommit(func() { b.e.armDeadline(id, dl, at.Add(time.Nanosecond)) })
 	return nil
 }
-
-// Failure codes of the engine besides those in api.go.
-const (
-	CodeManifestUnavailable = "agentgw:manifest-unavailable"
-	CodeResultTooLarge      = "agentgw:result-too-large"
-)

@@ -25,6 +25,7 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -32,10 +33,7 @@ import (
 // are sent as NS too.
 const NS = "jabber:client"
 
-const (
-	nsPing   = "urn:xmpp:ping"
-	nsStanza = "urn:ietf:params:xml:ns:xmpp-stanzas"
-)
+const nsPing = "urn:xmpp:ping"
 
 // ErrClosed reports that the stream ended before the operation completed.
 var ErrClosed = errors.New("xmppclient: stream closed")
@@ -427,19 +425,11 @@ func (c *Client) SendIQ(ctx context.Context, iq *xmltree.Element) (*xmltree.Elem
 }
 
 // StanzaErrorCondition returns the defined condition of an error stanza
-// (such as "item-not-found"), or "" if the stanza is not an error.
+// (such as "item-not-found"), as agentproto.ParseError reads it, or "" if
+// the stanza is not an error.
 func StanzaErrorCondition(st *xmltree.Element) string {
-	if st == nil || st.AttrValue("type") != "error" {
-		return ""
-	}
-	e := st.Child("", "error")
-	if e == nil {
-		return ""
-	}
-	for _, ch := range e.Children {
-		if ch.Name.Space == nsStanza && ch.Name.Local != "text" {
-			return ch.Name.Local
-		}
+	if se := agentproto.ParseError(st); se != nil {
+		return string(se.Condition)
 	}
 	return ""
 }
@@ -521,8 +511,7 @@ func iqReply(req *xmltree.Element) *xmltree.Element {
 		return reply.SetAttr("type", "result")
 	}
 	reply.SetAttr("type", "error")
-	return reply.Add(xmltree.New(NS, "error", "type", "cancel").Add(
-		xmltree.New(nsStanza, "service-unavailable")))
+	return reply.Add(agentproto.ErrServiceUnavailable().Element(NS))
 }
 
 func (c *Client) dispatch() {

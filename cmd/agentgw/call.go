@@ -14,6 +14,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
 )
@@ -63,7 +64,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			live.printf("accepted: task %s (request-id %s)", a.TaskID, a.RequestID)
 			live.done()
 		},
-		OnStatus: func(state string) {
+		OnStatus: func(state agentproto.State) {
 			live.printf("state: %s", state)
 		},
 		OnProgress: func(p agentclient.Progress) {
@@ -150,19 +151,15 @@ func printOutcome(w io.Writer, out *agentclient.Outcome, asJSON bool) error {
 	} else {
 		printPayload(w, out.State, out.Payload)
 	}
-	switch out.State {
-	case "completed":
+	if out.State == agentproto.StateCompleted {
 		return nil
-	case "failed":
-		return exitError{code: 1}
-	default:
-		return exitError{code: 1}
 	}
+	return exitError{code: 1}
 }
 
-func printPayload(w io.Writer, state string, payload json.RawMessage) {
+func printPayload(w io.Writer, state agentproto.State, payload json.RawMessage) {
 	switch state {
-	case "completed":
+	case agentproto.StateCompleted:
 		var p struct {
 			Result struct {
 				Content           []map[string]any `json:"content"`
@@ -194,21 +191,15 @@ func printPayload(w io.Writer, state string, payload json.RawMessage) {
 		if len(p.Result.StructuredContent) > 0 && string(p.Result.StructuredContent) != "null" {
 			fmt.Fprintf(w, "  structured: %s\n", p.Result.StructuredContent)
 		}
-	case "failed":
-		var p struct {
-			Error struct {
-				Code      string `json:"code"`
-				Message   string `json:"message"`
-				Retryable bool   `json:"retryable"`
-			} `json:"error"`
-		}
+	case agentproto.StateFailed:
+		var p agentproto.FailedPayload
 		json.Unmarshal(payload, &p)
 		retry := ""
 		if p.Error.Retryable {
 			retry = " (retryable)"
 		}
 		fmt.Fprintf(w, "failed: %s: %s%s\n", p.Error.Code, p.Error.Message, retry)
-	case "cancelled":
+	case agentproto.StateCancelled:
 		fmt.Fprintf(w, "cancelled %s\n", string(payload))
 	default:
 		fmt.Fprintf(w, "%s %s\n", state, string(payload))

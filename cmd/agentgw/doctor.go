@@ -19,6 +19,8 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
@@ -27,7 +29,6 @@ import (
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/mcpbridge"
@@ -263,7 +264,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	start := time.Now()
 	_, err = comp.SendIQ(pctx, ping)
 	rtt := time.Since(start).Round(10 * time.Microsecond)
-	var se *component.StanzaError
+	var se *agentproto.StanzaError
 	switch {
 	case err == nil:
 		d.ok("xmpp ping", "%s answered in %v", server, rtt)

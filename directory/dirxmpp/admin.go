@@ -7,11 +7,12 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -39,13 +40,13 @@ type admin struct{ s *service }
 // reflected.
 func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if !a.s.Policy.IsAdmin(requester(iq)) {
-		return nil, component.ErrForbidden("Administrative provisioning requires an administrator.")
+		return nil, agentproto.ErrForbidden("Administrative provisioning requires an administrator.")
 	}
 	p := iq.Payload
 	op := p.Name.Local
 	// registration-status only reads, so it is accepted as get or set.
 	if op != "registration-status" && iq.Type != "set" {
-		return nil, component.ErrBadRequest("This operation must be an IQ set.")
+		return nil, agentproto.ErrBadRequest("This operation must be an IQ set.")
 	}
 	if op == "register" {
 		return a.register(ctx, p)
@@ -53,10 +54,10 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 	// Per the XML Schema only activate carries a child (its hash); the
 	// other operations are attributes only.
 	if op != "activate" && len(p.Children) > 0 {
-		return nil, component.ErrBadRequest("This operation takes no child elements.")
+		return nil, agentproto.ErrBadRequest("This operation takes no child elements.")
 	}
 	if op == "activate" && len(p.Children) != 1 {
-		return nil, component.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
+		return nil, agentproto.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
 	}
 	ep, err := endpointAttr(p)
 	if err != nil {
@@ -110,21 +111,21 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 		}
 		return xmltree.New(ns.API, "removed", "jid", ep), nil
 	}
-	return nil, component.ErrServiceUnavailable()
+	return nil, agentproto.ErrServiceUnavailable()
 }
 
 func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Element, error) {
 	docs := p.ChildrenNamed(ns.API, "manifest")
 	if len(docs) != 1 {
-		return nil, component.ErrBadRequest("Exactly one manifest element is required.")
+		return nil, agentproto.ErrBadRequest("Exactly one manifest element is required.")
 	}
 	doc := docs[0]
 	// Simple content: a child element would splice the JSON text.
 	if len(doc.Children) > 0 {
-		return nil, component.ErrBadRequest("The manifest must be text.")
+		return nil, agentproto.ErrBadRequest("The manifest must be text.")
 	}
 	if doc.AttrValue("media-type") != ns.MediaJSON {
-		return nil, component.ErrBadRequest("The manifest media-type must be application/json.")
+		return nil, agentproto.ErrBadRequest("The manifest media-type must be application/json.")
 	}
 	raw := []byte(doc.Text)
 	// Malformed JSON is a bad request; a document past the limits is a
@@ -133,9 +134,9 @@ func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Elem
 		var je *ijson.Error
 		switch {
 		case ijson.IsLimit(err):
-			return nil, component.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
+			return nil, agentproto.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
 		case errors.As(err, &je) && je.Kind == ijson.KindSyntax:
-			return nil, component.ErrBadRequest("The manifest is not well-formed JSON.")
+			return nil, agentproto.ErrBadRequest("The manifest is not well-formed JSON.")
 		}
 	}
 	m, err := a.s.Admin.Register(ctx, raw)
@@ -149,31 +150,31 @@ func (a *admin) mapErr(op string, err error) error {
 	var ve *directory.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		return component.ErrNotAcceptable("The manifest failed validation.")
+		return agentproto.ErrNotAcceptable("The manifest failed validation.")
 	case errors.Is(err, directory.ErrTooLarge):
-		return component.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
+		return agentproto.ErrResourceConstraint("The manifest exceeds a size or complexity limit.")
 	case errors.Is(err, directory.ErrConflict):
-		return component.ErrConflict("The version is already registered with different content.")
+		return agentproto.ErrConflict("The version is already registered with different content.")
 	case errors.Is(err, directory.ErrHashMismatch):
-		return component.ErrConflict("The hash does not match the registered version.")
+		return agentproto.ErrConflict("The hash does not match the registered version.")
 	case errors.Is(err, directory.ErrActive):
-		return component.ErrConflict("The version is active; deactivate or activate another version first.")
+		return agentproto.ErrConflict("The version is active; deactivate or activate another version first.")
 	case errors.Is(err, directory.ErrReferenced):
-		return component.ErrConflict("Retained tasks still reference the version.")
+		return agentproto.ErrConflict("Retained tasks still reference the version.")
 	case errors.Is(err, directory.ErrForeignDomain):
 		// The spec's error for registration for another JID.
-		return component.ErrForbidden("The manifest's agent.jid is outside the domain this gateway answers for.")
+		return agentproto.ErrForbidden("The manifest's agent.jid is outside the domain this gateway answers for.")
 	case errors.Is(err, directory.ErrBadEndpoint):
-		return component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+		return agentproto.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
 	case errors.Is(err, directory.ErrNotFound):
-		return component.ErrItemNotFound()
+		return agentproto.ErrItemNotFound()
 	}
-	var se *component.StanzaError
+	var se *agentproto.StanzaError
 	if errors.As(err, &se) {
 		return se
 	}
 	a.s.Log.Error("directory admin operation failed", "op", op, "err", err)
-	return component.ErrInternal()
+	return agentproto.ErrInternal()
 }
 
 // endpointAttr reads and normalizes the required jid attribute: a bare JID
@@ -181,14 +182,14 @@ func (a *admin) mapErr(op string, err error) error {
 func endpointAttr(p *xmltree.Element) (string, error) {
 	s, ok := p.LookupAttr("jid")
 	if !ok || s == "" {
-		return "", component.ErrBadRequest("The jid attribute is required.")
+		return "", agentproto.ErrBadRequest("The jid attribute is required.")
 	}
 	if len(s) > maxJIDBytes {
-		return "", component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+		return "", agentproto.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
 	}
 	j, err := jid.Parse(s)
 	if err != nil || j.Localpart() == "" || j.Resourcepart() != "" {
-		return "", component.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
+		return "", agentproto.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
 	}
 	return j.String(), nil
 }
@@ -196,7 +197,7 @@ func endpointAttr(p *xmltree.Element) (string, error) {
 func versionAttr(p *xmltree.Element) (string, error) {
 	v, ok := p.LookupAttr("version")
 	if !ok || !ids.ValidVersion(v) {
-		return "", component.ErrBadRequest("The version attribute is missing or malformed.")
+		return "", agentproto.ErrBadRequest("The version attribute is missing or malformed.")
 	}
 	return v, nil
 }

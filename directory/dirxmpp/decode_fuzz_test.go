@@ -10,11 +10,12 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/fuzzcheck"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -40,10 +41,10 @@ var (
 	// allowedConditions are the spec's error conditions for discovery,
 	// metadata, search and administration. internal-server-error is not
 	// among them: it means a handler failed on input it should have judged.
-	allowedConditions = map[string]bool{
-		component.CondBadRequest: true, component.CondNotAcceptable: true, component.CondResourceConstraint: true,
-		component.CondItemNotFound: true, component.CondConflict: true, component.CondForbidden: true,
-		component.CondServiceUnavailable: true, component.CondNotAllowed: true, component.CondFeatureNotImpl: true,
+	allowedConditions = map[agentproto.Condition]bool{
+		agentproto.CondBadRequest: true, agentproto.CondNotAcceptable: true, agentproto.CondResourceConstraint: true,
+		agentproto.CondItemNotFound: true, agentproto.CondConflict: true, agentproto.CondForbidden: true,
+		agentproto.CondServiceUnavailable: true, agentproto.CondNotAllowed: true, agentproto.CondFeatureNotImplemented: true,
 	}
 )
 
@@ -71,7 +72,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 				w.active[m.Endpoint] = m.Version
 			}
 		}
-		w.vocab = fuzzcheck.Vocabulary(f, "directory/dirxmpp", "directory", "component", "internal/ns",
+		w.vocab = fuzzcheck.Vocabulary(f, "directory/dirxmpp", "directory", "component", "agentproto/ns",
 			"internal/rsm", "internal/dataform")
 		world = w
 	})
@@ -183,17 +184,17 @@ func (w *fuzzWorld) checkError(t *testing.T, reply *xmltree.Element) {
 	cond := ""
 	for _, c := range e.Children {
 		switch {
-		case c.Is(component.NSStanzas, "text"):
+		case c.Is(ns.Stanzas, "text"):
 			if w := w.vocab.Foreign(c.Text); w != "" {
 				t.Fatalf("error text %q carries %q, which no source literal spells: reflected input", c.Text, w)
 			}
-		case c.Name.Space == component.NSStanzas && cond == "":
+		case c.Name.Space == ns.Stanzas && cond == "":
 			cond = c.Name.Local
 		default:
 			t.Fatalf("unexpected element in <error/>: %s", reply)
 		}
 	}
-	if !allowedConditions[cond] {
+	if !allowedConditions[agentproto.Condition(cond)] {
 		t.Fatalf("condition %q is not one the spec allows here: %s", cond, reply)
 	}
 }

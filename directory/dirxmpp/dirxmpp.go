@@ -7,7 +7,7 @@
 // Every handler answers from the in-memory directory.Reader and the
 // federation.Policy; none does slow work. Anything nonexistent, hidden or
 // unauthorized for a discovery or metadata operation is answered with the
-// one byte-identical component.ErrItemNotFound.
+// one byte-identical agentproto.ErrItemNotFound.
 package dirxmpp
 
 import (
@@ -15,10 +15,11 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -136,21 +137,15 @@ func (s *service) visible(req string) func(string) bool {
 // endpoint from a nonexistent one.
 func (s *service) allow(iq component.IQ, schema bool) error {
 	if s.Limiter != nil && !s.Limiter.Allow(requester(iq), schema) {
-		return component.ErrResourceConstraint("Rate limit reached; retry later.")
+		return agentproto.ErrResourceConstraint("Rate limit reached; retry later.")
 	}
 	return nil
-}
-
-// errNotAllowed is the not-allowed condition, which component has no
-// constructor for.
-func errNotAllowed(text string) *component.StanzaError {
-	return &component.StanzaError{Type: component.ErrTypeCancel, Condition: component.CondNotAllowed, Text: text}
 }
 
 // getOnly rejects IQ sets on read-only queries.
 func getOnly(iq component.IQ) error {
 	if iq.Type != "get" {
-		return component.ErrBadRequest("This query must be an IQ get.")
+		return agentproto.ErrBadRequest("This query must be an IQ get.")
 	}
 	return nil
 }
@@ -167,18 +162,18 @@ const maxHashBytes = 128
 func parseHash(el *xmltree.Element) (string, error) {
 	hashes := el.ChildrenNamed(ns.Hashes, "hash")
 	if len(hashes) != 1 {
-		return "", component.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
+		return "", agentproto.ErrBadRequest("Exactly one urn:xmpp:hashes:2 hash is required.")
 	}
 	h := hashes[0]
 	if len(h.Children) > 0 {
-		return "", component.ErrBadRequest("The hash value is malformed.")
+		return "", agentproto.ErrBadRequest("The hash value is malformed.")
 	}
 	if h.AttrValue("algo") != ns.HashAlgo {
-		return "", component.ErrBadRequest("The hash algorithm must be sha-256.")
+		return "", agentproto.ErrBadRequest("The hash algorithm must be sha-256.")
 	}
 	v := trimSpace(h.Text)
 	if v == "" || len(v) > maxHashBytes {
-		return "", component.ErrBadRequest("The hash value is malformed.")
+		return "", agentproto.ErrBadRequest("The hash value is malformed.")
 	}
 	return v, nil
 }

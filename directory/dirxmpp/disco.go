@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/rsm"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
@@ -66,7 +67,7 @@ func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Elem
 		q.Add(identity(ns.TypeDirectory, ""))
 		features(q, ns.DiscoInfo, ns.DiscoItems, ns.RSM)
 	default:
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	return q, nil
 }
@@ -76,7 +77,7 @@ func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Elem
 func parseRSM(q *xmltree.Element) (rsm.Query, error) {
 	sets := q.ChildrenNamed(ns.RSM, "set")
 	if len(sets) > 1 {
-		return rsm.None, component.ErrBadRequest("At most one result set request is allowed.")
+		return rsm.None, agentproto.ErrBadRequest("At most one result set request is allowed.")
 	}
 	var set *xmltree.Element
 	if len(sets) == 1 {
@@ -84,7 +85,7 @@ func parseRSM(q *xmltree.Element) (rsm.Query, error) {
 	}
 	rq, err := rsm.Parse(set)
 	if err != nil {
-		return rsm.None, component.ErrBadRequest("The result set request is malformed.")
+		return rsm.None, agentproto.ErrBadRequest("The result set request is malformed.")
 	}
 	return rq, nil
 }
@@ -124,7 +125,7 @@ func (s *service) gatewayItems(_ context.Context, iq component.IQ) (*xmltree.Ele
 	}
 	node := iq.Payload.AttrValue("node")
 	if node != "" && node != ns.Directory {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	rq, err := parseRSM(iq.Payload)
 	if err != nil {
@@ -178,13 +179,13 @@ func (s *service) endpointInfo(_ context.Context, iq component.IQ) (*xmltree.Ele
 	if node == "" {
 		m, ok := s.Reader.Active(ep)
 		if !ok {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 		return s.endpointInfoReply(ep, m), nil
 	}
 	if v, ok := directory.ParseToolsNode(node); ok {
 		if _, ok := s.Reader.Manifest(ep, v); !ok {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 		q := infoQuery(node)
 		q.Add(identity(ns.TypeToolCollection, ""))
@@ -230,15 +231,15 @@ func multiline(s string) []string { return strings.Split(s, "\n") }
 func (s *service) tool(ep, node string) (*directory.Manifest, *directory.Tool, error) {
 	v, name, err := directory.ParseToolNode(node)
 	if err != nil {
-		return nil, nil, component.ErrItemNotFound()
+		return nil, nil, agentproto.ErrItemNotFound()
 	}
 	m, ok := s.Reader.Manifest(ep, v)
 	if !ok {
-		return nil, nil, component.ErrItemNotFound()
+		return nil, nil, agentproto.ErrItemNotFound()
 	}
 	t, ok := m.Tool(name)
 	if !ok {
-		return nil, nil, component.ErrItemNotFound()
+		return nil, nil, agentproto.ErrItemNotFound()
 	}
 	return m, t, nil
 }
@@ -328,7 +329,7 @@ func (s *service) endpointItems(_ context.Context, iq component.IQ) (*xmltree.El
 	if node == "" {
 		m, ok := s.Reader.Active(ep)
 		if !ok {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 		q := xmltree.New(ns.DiscoItems, "query")
 		q.Add(xmltree.New(ns.DiscoItems, "item", "jid", ep, "node", directory.ToolsNode(m.Version), "name", "Tools "+m.Version))
@@ -337,7 +338,7 @@ func (s *service) endpointItems(_ context.Context, iq component.IQ) (*xmltree.El
 	if v, ok := directory.ParseToolsNode(node); ok {
 		m, ok := s.Reader.Manifest(ep, v)
 		if !ok {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 		rq, err := parseRSM(iq.Payload)
 		if err != nil {
@@ -377,12 +378,12 @@ func (s *service) toolItems(ep, node string, m *directory.Manifest, rq rsm.Query
 	var err error
 	if rq.HasAfter {
 		if rq.After, err = cursorName(rq.After, m.Version); err != nil {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 	}
 	if rq.HasBefore && rq.Before != "" {
 		if rq.Before, err = cursorName(rq.Before, m.Version); err != nil {
-			return nil, component.ErrItemNotFound()
+			return nil, agentproto.ErrItemNotFound()
 		}
 	}
 	lo, hi := rq.Window(names, rq.Limit(DefaultPageSize, PageCeiling))

@@ -17,10 +17,10 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -485,7 +485,7 @@ func condition(reply *xmltree.Element) string {
 	}
 	e := reply.Child(component.NSComponent, "error")
 	for _, c := range e.Children {
-		if c.Name.Space == component.NSStanzas && c.Name.Local != "text" {
+		if c.Name.Space == ns.Stanzas && c.Name.Local != "text" {
 			return c.Name.Local
 		}
 	}

@@ -3,9 +3,10 @@ package dirxmpp
 import (
 	"context"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -21,14 +22,14 @@ func (s *service) manifest(_ context.Context, iq component.IQ) (*xmltree.Element
 	ep := endpointOf(iq)
 	version, pinned := iq.Payload.LookupAttr("version")
 	if pinned && !ids.ValidVersion(version) {
-		return nil, component.ErrBadRequest("The version attribute is malformed.")
+		return nil, agentproto.ErrBadRequest("The version attribute is malformed.")
 	}
 	m, ok := s.Reader.Active(ep)
 	if pinned {
 		m, ok = s.Reader.Manifest(ep, version)
 	}
 	if !ok {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	reply := xmltree.New(ns.API, "manifest", "media-type", ns.MediaJSON, "version", m.Version)
 	return reply.Add(
@@ -53,13 +54,13 @@ func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, 
 	direction, hasDirection := p.LookupAttr("direction")
 	switch {
 	case !hasTool || !hasVersion || !hasDirection:
-		return nil, component.ErrBadRequest("The tool, version and direction attributes are required.")
+		return nil, agentproto.ErrBadRequest("The tool, version and direction attributes are required.")
 	case tool == "":
-		return nil, component.ErrBadRequest("The tool name is empty.")
+		return nil, agentproto.ErrBadRequest("The tool name is empty.")
 	case !ids.ValidVersion(version):
-		return nil, component.ErrBadRequest("The version attribute is malformed.")
+		return nil, agentproto.ErrBadRequest("The version attribute is malformed.")
 	case direction != "input" && direction != "output":
-		return nil, component.ErrBadRequest("The direction must be input or output.")
+		return nil, agentproto.ErrBadRequest("The direction must be input or output.")
 	}
 	hash, err := parseHash(p)
 	if err != nil {
@@ -68,21 +69,21 @@ func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, 
 	ep := endpointOf(iq)
 	m, ok := s.Reader.Manifest(ep, version)
 	if !ok {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	if hash != m.Hash {
-		return nil, component.ErrConflict("The manifest hash does not match the registered version.")
+		return nil, agentproto.ErrConflict("The manifest hash does not match the registered version.")
 	}
 	t, ok := m.Tool(tool)
 	if !ok {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	body, schemaHash := t.InputSchema, t.InputHash
 	if direction == "output" {
 		body, schemaHash = t.OutputSchema, t.OutputHash
 	}
 	if body == nil {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	reply := xmltree.New(ns.API, "schema",
 		"direction", direction,
@@ -103,14 +104,14 @@ func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, 
 // manifest rules.
 func (s *service) vcard(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "get" {
-		return nil, errNotAllowed("An agent endpoint's vCard cannot be changed.")
+		return nil, agentproto.ErrNotAllowed("An agent endpoint's vCard cannot be changed.")
 	}
 	if err := s.allow(iq, false); err != nil {
 		return nil, err
 	}
 	m, ok := s.Reader.Active(endpointOf(iq))
 	if !ok {
-		return nil, component.ErrItemNotFound()
+		return nil, agentproto.ErrItemNotFound()
 	}
 	v := xmltree.New(ns.VCard, "vCard")
 	v.Add(xmltree.New(ns.VCard, "FN").WithText(xmltree.Sanitize(m.DisplayName())))

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"unicode/utf8"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -96,14 +97,14 @@ func parseSearch(q *xmltree.Element) (nick string, useForm bool, err error) {
 		values, err := dataform.ParseSubmit(x, ns.Search)
 		switch {
 		case errors.Is(err, dataform.ErrFormType):
-			return "", false, component.ErrBadRequest("The search form has the wrong FORM_TYPE.")
+			return "", false, agentproto.ErrBadRequest("The search form has the wrong FORM_TYPE.")
 		case errors.Is(err, dataform.ErrLimit):
-			return "", false, component.ErrResourceConstraint("The search form exceeds a size limit.")
+			return "", false, agentproto.ErrResourceConstraint("The search form exceeds a size limit.")
 		case err != nil:
-			return "", false, component.ErrBadRequest("The search form is malformed.")
+			return "", false, agentproto.ErrBadRequest("The search form is malformed.")
 		}
 		if v := values["nick"]; len(v) > 1 {
-			return "", false, component.ErrBadRequest("The nick field takes one value.")
+			return "", false, agentproto.ErrBadRequest("The nick field takes one value.")
 		} else if len(v) == 1 {
 			nick = v[0]
 		}
@@ -112,7 +113,7 @@ func parseSearch(q *xmltree.Element) (nick string, useForm bool, err error) {
 		nick = n.Text
 	}
 	if len(nick) > maxNickBytes || !utf8.ValidString(nick) {
-		return "", false, component.ErrBadRequest("The search term is too long.")
+		return "", false, agentproto.ErrBadRequest("The search term is too long.")
 	}
 	return trimSpace(nick), useForm, nil
 }

@@ -7,7 +7,7 @@ package dataform
 import (
 	"errors"
 
-	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 

@@ -3,9 +3,9 @@ package fuzzcheck
 import "testing"
 
 func TestForeign(t *testing.T) {
-	v := Vocabulary(t, "internal/ns")
+	v := Vocabulary(t, "agentproto/ns")
 	if !v["urn"] || !v["xmpp"] || !v["agent"] {
-		t.Fatalf("vocabulary of internal/ns lacks its own words: %d words", len(v))
+		t.Fatalf("vocabulary of agentproto/ns lacks its own words: %d words", len(v))
 	}
 	if w := v.Foreign("urn:xmpp:agent-task:0 (sha-256 12)"); w != "" {
 		t.Fatalf("known text reported foreign word %q", w)

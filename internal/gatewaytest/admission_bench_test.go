@@ -18,10 +18,11 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/internal/xmpptime"
@@ -117,7 +118,7 @@ func sendCannedEvents(c *component.Component, from, to jid.JID, taskID string, n
 	} {
 		id := ids.New("evt-")
 		msg := component.NewMessage(id, from, to, taskxmpp.EventElement(tasks.Event{
-			TaskID: taskID, EventID: id, Revision: int64(i + 1), Type: ev.typ, Payload: []byte(ev.payload)}))
+			TaskID: taskID, EventID: id, Revision: int64(i + 1), Type: agentproto.EventType(ev.typ), Payload: []byte(ev.payload)}))
 		if err := c.Send(context.Background(), msg); err != nil {
 			return
 		}

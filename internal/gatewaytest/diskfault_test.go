@@ -134,7 +134,7 @@ func (r *dfInvoke) outcome() string {
 		return "accepted"
 	}
 	if cond := agentclient.Condition(r.err); cond != "" {
-		return cond
+		return string(cond)
 	}
 	return "no reply"
 }
@@ -409,7 +409,7 @@ func dfSmallCall(ctx context.Context, c *agentclient.Client, ep jid.JID) (string
 	if err != nil {
 		return "", err
 	}
-	return out.State, nil
+	return string(out.State), nil
 }
 
 func dfExit(p *Proc) string {
@@ -504,7 +504,7 @@ func TestDiskFaultFull(t *testing.T) {
 			if st, err := c.State(ctx, ep, r.acc.TaskID); err != nil {
 				t.Errorf("task-state after growing: %v", err)
 			} else if st.State != "completed" {
-				stuck[st.State]++
+				stuck[string(st.State)]++
 			}
 		}
 		if len(stuck) == 0 || time.Since(grewAt) > 30*time.Second {
@@ -754,7 +754,7 @@ func dfExt4Abort(t *testing.T) {
 			fates = append(fates, "error "+err.Error())
 			continue
 		}
-		fates = append(fates, res.State+" "+tail(string(res.Payload), 120))
+		fates = append(fates, string(res.State)+" "+tail(string(res.Payload), 120))
 	}
 	st, err := dfSmallCall(ctx, c, ep)
 	if err != nil || st != "completed" {

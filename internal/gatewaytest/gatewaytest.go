@@ -352,7 +352,7 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 // ErrCondition is agentclient.Condition re-exported for brevity in tests.
-func ErrCondition(err error) string { return agentclient.Condition(err) }
+func ErrCondition(err error) string { return string(agentclient.Condition(err)) }
 
 var (
 	buildOnce sync.Once

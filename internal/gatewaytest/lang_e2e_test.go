@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/ns"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 

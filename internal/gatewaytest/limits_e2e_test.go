@@ -149,7 +149,7 @@ func TestBackendConcurrencyE2E(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, st.State)
+			out = append(out, string(st.State))
 		}
 		return strings.Join(out, ",")
 	}

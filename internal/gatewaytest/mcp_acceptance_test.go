@@ -34,6 +34,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -221,7 +222,7 @@ func TestMCPAcceptanceElicitation(t *testing.T) {
 		requests []agentclient.InputRequest
 	)
 	o, err := c.Call(ctx, ep, "trigger-elicitation-request", json.RawMessage(`{}`), agentclient.CallOptions{
-		OnStatus: func(s string) { mu.Lock(); states = append(states, s); mu.Unlock() },
+		OnStatus: func(s agentproto.State) { mu.Lock(); states = append(states, string(s)); mu.Unlock() },
 		OnInput: func(_ context.Context, req agentclient.InputRequest) (json.RawMessage, error) {
 			mu.Lock()
 			requests = append(requests, req)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/tasks"
 )
 
 // countingConn counts IQ attempts and the resource-constraint refusals
@@ -56,7 +56,7 @@ func TestLocalServiceAccountIsNotThrottled(t *testing.T) {
 	WaitFor(t, time.Minute, "all echo tasks to complete", func() bool {
 		for _, id := range taskIDs {
 			s, err := e.Gateway.Engine.State(ctx, e.JID("svc"), ep.String(), id)
-			if err != nil || s.State != tasks.StateCompleted {
+			if err != nil || s.State != agentproto.StateCompleted {
 				return false
 			}
 		}

@@ -15,8 +15,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
@@ -158,7 +158,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 		if ev.Revision != int64(i+1) {
 			t.Fatalf("stored event %d has revision %d", i, ev.Revision)
 		}
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	if got := strings.Join(types, ","); got != "status,progress,progress,completed" {
 		t.Fatalf("stored events = %s", got)

@@ -30,8 +30,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
@@ -453,7 +453,7 @@ func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 		t.Helper()
 		opts.RecoverAfter = 2 * time.Second
 		out, err := c.Call(ctx, ep, tool, json.RawMessage(args), opts)
-		if err != nil || out.State != want {
+		if err != nil || string(out.State) != want {
 			t.Fatalf("%s %s: %v %+v", ep, tool, err, out)
 		}
 		if ep.Equal(imEP) {

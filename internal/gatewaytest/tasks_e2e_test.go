@@ -14,9 +14,9 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
@@ -77,7 +77,7 @@ func (te *taskEnv) waitState(t *testing.T, c *agentclient.Client, taskID, state 
 		if err != nil {
 			t.Fatalf("task-state: %v", err)
 		}
-		return st.State == state
+		return string(st.State) == state
 	})
 	return st
 }

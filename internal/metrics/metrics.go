@@ -19,6 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentgw/agentgw/agentproto"
 )
 
 // Outcomes of an invoke admission, the label values of AdmissionObserved.
@@ -36,9 +38,17 @@ var outcomes = []string{OutcomeAccepted, OutcomeReplay, OutcomeConflict, Outcome
 // ones. Anything else is counted as "other" so a bug cannot grow the label
 // set without bound.
 var (
-	taskStates     = []string{"accepted", "running", "input_required", "cancelling", "completed", "failed", "cancelled"}
-	terminalStates = []string{"completed", "failed", "cancelled"}
+	taskStates     = stateNames(agentproto.States)
+	terminalStates = stateNames(agentproto.TerminalStates)
 )
+
+func stateNames(states []agentproto.State) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
 
 // maxEndpointLabel bounds a backend endpoint label (a bare JID is at most
 // 3×1023 bytes; real ones are far shorter).

@@ -14,8 +14,9 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 )
 
@@ -91,7 +92,7 @@ func delegationDepth(req *mcp.CallToolRequest) (int, error) {
 
 // stanzaText is the text of a stanza error, or "".
 func stanzaText(err error) string {
-	var se *agentclient.StanzaError
+	var se *agentproto.StanzaError
 	if errors.As(err, &se) {
 		return se.Text
 	}
@@ -130,7 +131,7 @@ func (c *callRun) meta() taskMeta {
 	return c.tm
 }
 
-func (c *callRun) setState(s string) {
+func (c *callRun) setState(s agentproto.State) {
 	c.mu.Lock()
 	c.tm.State = s
 	c.mu.Unlock()
@@ -169,7 +170,7 @@ func (f *Front) call(ctx context.Context, b *binding, req *mcp.CallToolRequest) 
 
 func (c *callRun) accepted(acc *agentclient.Accepted) {
 	c.mu.Lock()
-	c.tm.TaskID, c.tm.RequestID, c.tm.Revision, c.tm.RetainUntil, c.tm.State = acc.TaskID, acc.RequestID, acc.Revision, acc.RetainUntil, "accepted"
+	c.tm.TaskID, c.tm.RequestID, c.tm.Revision, c.tm.RetainUntil, c.tm.State = acc.TaskID, acc.RequestID, acc.Revision, acc.RetainUntil, agentproto.StateAccepted
 	c.mu.Unlock()
 	c.progress(nil, "accepted as XMPP task "+acc.TaskID)
 }
@@ -184,7 +185,7 @@ func (c *callRun) invokeFailed(ctx context.Context, ir *agentclient.InvokeReques
 		c.f.orphan(c, ir)
 		return nil, rpcError(CodeAgentUnavailable, "the call was cancelled by the host before the agent accepted it", tm)
 	}
-	cond := agentclient.Condition(err)
+	cond := string(agentclient.Condition(err))
 	tm.Condition = cond
 	switch cond {
 	case "":
@@ -298,7 +299,7 @@ func (c *callRun) follow(ctx context.Context, cur agentclient.Accepted, pending 
 
 // pendingInput returns the input request a task-state carries.
 func pendingInput(st *agentclient.TaskState) *agentclient.InputRequest {
-	if st.State != "input_required" || len(st.PendingInput) == 0 {
+	if st.State != agentproto.StateInputRequired || len(st.PendingInput) == 0 {
 		return nil
 	}
 	var ir agentclient.InputRequest
@@ -328,7 +329,7 @@ func (c *callRun) settledFromState(ctx context.Context, st *agentclient.TaskStat
 		if ctx.Err() != nil {
 			return c.hostCancelled()
 		}
-		return nil, rpcError(CodeTaskLost, "the XMPP task settled "+st.State+" but its result could not be retrieved", c.meta())
+		return nil, rpcError(CodeTaskLost, "the XMPP task settled "+string(st.State)+" but its result could not be retrieved", c.meta())
 	}
 	return c.settled(&agentclient.Outcome{State: res.State, Revision: res.Revision, Payload: res.Payload})
 }
@@ -340,13 +341,13 @@ func (c *callRun) settled(out *agentclient.Outcome) (*mcp.CallToolResult, error)
 	c.mu.Unlock()
 	tm := c.meta()
 	switch out.State {
-	case "completed":
+	case agentproto.StateCompleted:
 		res, err := completedResult(out.Payload, tm, c.host.objectOnly)
 		if err != nil {
 			return nil, rpcError(jsonrpc.CodeInternalError, "the completed task's result cannot be represented in MCP: "+err.Error(), tm)
 		}
 		return res, nil
-	case "failed":
+	case agentproto.StateFailed:
 		return failedResult(out.Payload, tm), nil
 	default:
 		return nil, cancelledError(out.Payload, tm)
@@ -365,8 +366,8 @@ func (c *callRun) hostCancelled() (*mcp.CallToolResult, error) {
 		c.f.log.Warn("cancelling a task for the host failed", "endpoint", c.ep.String(), "task", c.meta().TaskID, "error", err)
 		return nil, rpcError(CodeTaskLost, "the call was cancelled; the XMPP task's settlement could not be confirmed", c.meta())
 	}
-	if out.State == "cancelled" {
-		c.setState("cancelled")
+	if out.State == agentproto.StateCancelled {
+		c.setState(agentproto.StateCancelled)
 		return nil, rpcError(CodeTaskCancelled, "the call was cancelled and the XMPP task settled cancelled", c.meta())
 	}
 	return c.settled(out)
@@ -382,8 +383,8 @@ func (c *callRun) cancelFor(msg, reason string) (*mcp.CallToolResult, error) {
 	case err != nil:
 		c.f.log.Warn("cancelling a task failed", "endpoint", c.ep.String(), "task", c.meta().TaskID, "error", err)
 		return nil, rpcError(CodeInputUnavailable, msg+" (its settlement could not be confirmed)", c.meta())
-	case out.State == "cancelled":
-		c.setState("cancelled")
+	case out.State == agentproto.StateCancelled:
+		c.setState(agentproto.StateCancelled)
 		return nil, rpcError(CodeInputUnavailable, msg, c.meta())
 	default:
 		// It settled otherwise first; that outcome is the truth.
@@ -409,7 +410,7 @@ func (c *callRun) cancelAndSettle(ctx context.Context, reason string) (*agentcli
 			}
 			return &agentclient.Outcome{State: res.State, Revision: res.Revision, Payload: res.Payload}, nil
 		}
-		if st.State == "cancelling" {
+		if st.State == agentproto.StateCancelling {
 			break
 		}
 		_, err = c.f.c.Cancel(ctx, c.ep, taskID, st.Revision, &reason)
@@ -430,7 +431,7 @@ func (c *callRun) cancelAndSettle(ctx context.Context, reason string) (*agentcli
 
 // onInput answers an input request through the host.
 func (c *callRun) onInput(ctx context.Context, ir agentclient.InputRequest) (json.RawMessage, error) {
-	c.setState("input_required")
+	c.setState(agentproto.StateInputRequired)
 	if !c.host.elicit {
 		return nil, errNoElicit
 	}
@@ -476,7 +477,7 @@ func (c *callRun) onInput(ctx context.Context, ir agentclient.InputRequest) (jso
 			if err != nil {
 				return nil, errElicitFailed
 			}
-			c.setState("running")
+			c.setState(agentproto.StateRunning)
 			return val, nil
 		case "decline":
 			return nil, errDeclined
@@ -535,7 +536,7 @@ func (f *Front) resume(ctx context.Context, b *binding, req *mcp.CallToolRequest
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: errBadState.Error()}
 	}
-	c := f.newRun(ctx, b, ep, req, taskMeta{Endpoint: tok.Endpoint, Tool: b.tool.Name, Version: tok.Version, TaskID: tok.TaskID, RequestID: tok.RequestID, State: "input_required"})
+	c := f.newRun(ctx, b, ep, req, taskMeta{Endpoint: tok.Endpoint, Tool: b.tool.Name, Version: tok.Version, TaskID: tok.TaskID, RequestID: tok.RequestID, State: agentproto.StateInputRequired})
 	st, err := f.c.State(ctx, ep, tok.TaskID)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -582,13 +583,13 @@ func (f *Front) resume(ctx context.Context, b *binding, req *mcp.CallToolRequest
 		}
 		// conflict and the rest: the state tells what happened.
 	}
-	c.setState("running")
+	c.setState(agentproto.StateRunning)
 	return c.follow(ctx, cur, nil)
 }
 
-func (c *callRun) onStatus(state string) {
+func (c *callRun) onStatus(state agentproto.State) {
 	c.setState(state)
-	c.progress(nil, "state: "+state)
+	c.progress(nil, "state: "+string(state))
 }
 
 func (c *callRun) onProgress(p agentclient.Progress) {

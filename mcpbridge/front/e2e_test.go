@@ -241,7 +241,7 @@ func (x *e2e) waitState(tb testing.TB, endpoint, taskID, want string) {
 			last = err.Error()
 			continue
 		}
-		if last = st.State; last == want {
+		if last = string(st.State); last == want {
 			return
 		}
 	}

@@ -10,8 +10,9 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/ns"
 )
 
 // fakeAgents is an in-memory stand-in for the XMPP side, for unit tests of
@@ -49,7 +50,7 @@ type fakeTask struct {
 	args      json.RawMessage
 	events    []agentclient.Event
 	changed   chan struct{} // closed and replaced on every event
-	state     string
+	state     agentproto.State
 	pending   *agentclient.InputRequest
 	inputs    chan json.RawMessage
 	cancelled chan struct{}
@@ -109,7 +110,7 @@ func (fa *fakeAgents) op(s string) {
 	fa.mu.Unlock()
 }
 
-var errNotFound = &agentclient.StanzaError{Type: "cancel", Condition: "item-not-found"}
+var errNotFound = &agentproto.StanzaError{Type: "cancel", Condition: "item-not-found"}
 
 func (fa *fakeAgents) JID() jid.JID { return fa.me }
 
@@ -200,12 +201,12 @@ func (t *fakeTask) emit(typ string, payload any) {
 		return
 	}
 	rev := int64(len(t.events) + 1)
-	t.events = append(t.events, agentclient.Event{Endpoint: t.ep, TaskID: t.id, Revision: rev, Type: typ, Payload: b})
+	t.events = append(t.events, agentclient.Event{Endpoint: t.ep, TaskID: t.id, Revision: rev, Type: agentproto.EventType(typ), Payload: b})
 	switch typ {
 	case "status":
-		t.state = payload.(map[string]any)["state"].(string)
+		t.state = agentproto.State(payload.(map[string]any)["state"].(string))
 	case "input_required", "completed", "failed", "cancelled":
-		t.state = typ
+		t.state = agentproto.State(typ)
 	}
 	if typ == "completed" || typ == "failed" || typ == "cancelled" {
 		t.result = b
@@ -280,7 +281,7 @@ func (fa *fakeAgents) Result(ctx context.Context, ep jid.JID, taskID string) (*a
 	fa.mu.Lock()
 	defer fa.mu.Unlock()
 	if !t.terminal() {
-		return nil, &agentclient.StanzaError{Condition: "unexpected-request"}
+		return nil, &agentproto.StanzaError{Condition: "unexpected-request"}
 	}
 	return &agentclient.TaskResult{TaskID: t.id, State: t.state, Revision: int64(len(t.events)), Payload: t.result}, nil
 }
@@ -293,7 +294,7 @@ func (fa *fakeAgents) Cancel(ctx context.Context, ep jid.JID, taskID string, exp
 	fa.mu.Lock()
 	if t.terminal() || expectedRevision != int64(len(t.events)) {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "conflict"}
+		return 0, &agentproto.StanzaError{Condition: "conflict"}
 	}
 	fa.ops = append(fa.ops, "cancel "+t.tool)
 	fa.mu.Unlock()
@@ -310,11 +311,11 @@ func (fa *fakeAgents) ProvideInput(ctx context.Context, ep jid.JID, taskID, requ
 	fa.mu.Lock()
 	if t.pending == nil || t.pending.RequestID != requestID || t.state != "input_required" {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "conflict"}
+		return 0, &agentproto.StanzaError{Condition: "conflict"}
 	}
 	if _, _, err := ijson.Canonicalize(input, ijson.Limits{}); err != nil {
 		fa.mu.Unlock()
-		return 0, &agentclient.StanzaError{Condition: "not-acceptable"}
+		return 0, &agentproto.StanzaError{Condition: "not-acceptable"}
 	}
 	t.pending = nil
 	fa.ops = append(fa.ops, "input "+string(input))
@@ -352,7 +353,7 @@ func (fa *fakeAgents) Follow(ctx context.Context, ep jid.JID, acc *agentclient.A
 				var s struct{ State string }
 				json.Unmarshal(ev.Payload, &s)
 				if opts.OnStatus != nil {
-					opts.OnStatus(s.State)
+					opts.OnStatus(agentproto.State(s.State))
 				}
 			case "input_required":
 				var ir agentclient.InputRequest
@@ -371,7 +372,7 @@ func (fa *fakeAgents) Follow(ctx context.Context, ep jid.JID, acc *agentclient.A
 					return nil, err
 				}
 			case "completed", "failed", "cancelled":
-				return &agentclient.Outcome{Accepted: acc, State: ev.Type, Revision: ev.Revision, Payload: ev.Payload}, nil
+				return &agentclient.Outcome{Accepted: acc, State: agentproto.State(ev.Type), Revision: ev.Revision, Payload: ev.Payload}, nil
 			}
 		}
 		select {

@@ -3,6 +3,7 @@ package front
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/agentgw/agentgw/agentproto"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -43,18 +44,18 @@ const (
 
 // taskMeta is what a host learns about the XMPP task behind a call.
 type taskMeta struct {
-	Endpoint    string `json:"endpoint"`
-	Tool        string `json:"tool"`
-	Version     string `json:"version"`
-	TaskID      string `json:"taskId,omitempty"`
-	RequestID   string `json:"requestId"`
-	State       string `json:"state,omitempty"`
-	Revision    int64  `json:"revision"`
-	RetainUntil string `json:"retainUntil,omitempty"`
-	Summary     string `json:"summary,omitempty"`
-	Code        string `json:"code,omitempty"`
-	Retryable   *bool  `json:"retryable,omitempty"`
-	Condition   string `json:"condition,omitempty"`
+	Endpoint    string           `json:"endpoint"`
+	Tool        string           `json:"tool"`
+	Version     string           `json:"version"`
+	TaskID      string           `json:"taskId,omitempty"`
+	RequestID   string           `json:"requestId"`
+	State       agentproto.State `json:"state,omitempty"`
+	Revision    int64            `json:"revision"`
+	RetainUntil string           `json:"retainUntil,omitempty"`
+	Summary     string           `json:"summary,omitempty"`
+	Code        string           `json:"code,omitempty"`
+	Retryable   *bool            `json:"retryable,omitempty"`
+	Condition   string           `json:"condition,omitempty"`
 	// Converted counts content items the SDK could not represent and that
 	// were passed as text instead.
 	Converted int `json:"convertedContent,omitempty"`
@@ -77,10 +78,7 @@ const (
 // objectOnly is set for hosts on MCP revisions before 2026-07-28, whose
 // structuredContent must be a JSON object.
 func completedResult(payload json.RawMessage, tm taskMeta, objectOnly bool) (*mcp.CallToolResult, error) {
-	var p struct {
-		Result  json.RawMessage `json:"result"`
-		Summary string          `json:"summary"`
-	}
+	var p agentproto.CompletedPayload
 	if err := json.Unmarshal(payload, &p); err != nil || len(p.Result) == 0 {
 		return nil, fmt.Errorf("the completed task carries no result object")
 	}
@@ -131,13 +129,7 @@ func completedResult(payload json.RawMessage, tm taskMeta, objectOnly bool) (*mc
 // failedResult maps a failed task to a CallToolResult with isError set and
 // the failure code and message as text.
 func failedResult(payload json.RawMessage, tm taskMeta) *mcp.CallToolResult {
-	var p struct {
-		Error struct {
-			Code      string `json:"code"`
-			Message   string `json:"message"`
-			Retryable bool   `json:"retryable"`
-		} `json:"error"`
-	}
+	var p agentproto.FailedPayload
 	_ = json.Unmarshal(payload, &p)
 	code := safeText(p.Error.Code, 128)
 	if code == "" {
@@ -164,9 +156,7 @@ func failedResult(payload json.RawMessage, tm taskMeta) *mcp.CallToolResult {
 // cancelledError maps a task the agent settled "cancelled" (without this
 // host asking) to a JSON-RPC error.
 func cancelledError(payload json.RawMessage, tm taskMeta) *jsonrpc.Error {
-	var p struct {
-		Reason string `json:"reason"`
-	}
+	var p agentproto.CancelledPayload
 	_ = json.Unmarshal(payload, &p)
 	msg := "the XMPP task was cancelled"
 	if r := safeText(p.Reason, maxMessageText); r != "" {

@@ -10,18 +10,8 @@ package taskdb
 
 import (
 	"context"
+	"github.com/agentgw/agentgw/agentproto"
 	"time"
-)
-
-// Task states as stored. They equal the protocol's state names.
-const (
-	Accepted      = "accepted"
-	Running       = "running"
-	InputRequired = "input_required"
-	Cancelling    = "cancelling"
-	Completed     = "completed"
-	Failed        = "failed"
-	Cancelled     = "cancelled"
 )
 
 // Input request dispositions.
@@ -48,7 +38,7 @@ type Task struct {
 	Fingerprint  []byte // SHA-256 of the replay fingerprint
 	Deadline     string // canonical XEP-0082 instant, exact digits; "" for none
 	DeadlineAt   time.Time
-	State        string
+	State        agentproto.State // stored by its protocol name
 	Revision     int64
 	Dispatched   bool // the backend has been (or is about to be) called
 	Created      time.Time
@@ -69,7 +59,7 @@ type Event struct {
 	TaskID   string
 	Revision int64
 	EventID  string
-	Type     string
+	Type     agentproto.EventType
 	Payload  []byte // canonical JSON
 	Created  time.Time
 }
@@ -125,7 +115,7 @@ type Tx interface {
 	TaskByRequest(caller, endpoint, requestID string) (*Task, error)
 	// UpdateTask writes t if the stored row still has revision prevRev and
 	// one of the states in from; ok is false when the guard failed.
-	UpdateTask(t *Task, prevRev int64, from ...string) (ok bool, err error)
+	UpdateTask(t *Task, prevRev int64, from ...agentproto.State) (ok bool, err error)
 	AppendEvent(e *Event) error
 	InsertInput(in *Input) error
 	Input(taskID, requestID string) (*Input, error)

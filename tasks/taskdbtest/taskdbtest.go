@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -52,7 +53,7 @@ func newTask() *taskdb.Task {
 		APIVersion: "1.4.0", ManifestHash: "sha-256:abc", Arguments: []byte(`{"city":"Paris"}`),
 		Fingerprint: bytes.Repeat([]byte{1}, 32),
 		Deadline:    "2026-07-27T19:15:00.0000000001Z", DeadlineAt: t0.Add(time.Minute),
-		State: taskdb.Accepted, Created: t0, Updated: t0,
+		State: agentproto.StateAccepted, Created: t0, Updated: t0,
 		RetainUntil: t0.Add(time.Hour), PurgeAfter: t0.Add(2 * time.Hour), DelegationDepth: 2,
 	}
 }
@@ -77,7 +78,7 @@ func insert(t *testing.T, tx taskdb.Tx, task *taskdb.Task) {
 	}
 }
 
-func update(t *testing.T, tx taskdb.Tx, task *taskdb.Task, prev int64, from ...string) {
+func update(t *testing.T, tx taskdb.Tx, task *taskdb.Task, prev int64, from ...agentproto.State) {
 	t.Helper()
 	if ok, err := tx.UpdateTask(task, prev, from...); err != nil || !ok {
 		t.Fatalf("UpdateTask to %s at %d: %v %v", task.State, task.Revision, ok, err)
@@ -238,71 +239,71 @@ func testUpdateGuards(t *testing.T, open Open) {
 	task := newTask()
 	write(t, d, func(tx taskdb.Tx) { insert(t, tx, task) })
 	next := *task
-	next.State, next.Revision, next.Dispatched, next.Updated = taskdb.Running, 1, true, t0.Add(time.Second)
+	next.State, next.Revision, next.Dispatched, next.Updated = agentproto.StateRunning, 1, true, t0.Add(time.Second)
 	write(t, d, func(tx taskdb.Tx) {
-		if ok, err := tx.UpdateTask(&next, 5, taskdb.Accepted); ok || err != nil {
+		if ok, err := tx.UpdateTask(&next, 5, agentproto.StateAccepted); ok || err != nil {
 			t.Errorf("a stale revision updated: %v %v", ok, err)
 		}
-		if ok, err := tx.UpdateTask(&next, 0, taskdb.Running, taskdb.InputRequired); ok || err != nil {
+		if ok, err := tx.UpdateTask(&next, 0, agentproto.StateRunning, agentproto.StateInputRequired); ok || err != nil {
 			t.Errorf("a wrong source state updated: %v %v", ok, err)
 		}
 		missing := next
 		missing.ID = id("task-")
-		if ok, err := tx.UpdateTask(&missing, 0, taskdb.Accepted); ok || err != nil {
+		if ok, err := tx.UpdateTask(&missing, 0, agentproto.StateAccepted); ok || err != nil {
 			t.Errorf("a missing task updated: %v %v", ok, err)
 		}
 		if _, err := tx.UpdateTask(&next, 0); err == nil {
 			t.Error("an update without source states was accepted")
 		}
-		update(t, tx, &next, 0, taskdb.Running, taskdb.Accepted, taskdb.InputRequired)
+		update(t, tx, &next, 0, agentproto.StateRunning, agentproto.StateAccepted, agentproto.StateInputRequired)
 	})
 	sameTask(t, read(t, d, task.ID), &next)
 	write(t, d, func(tx taskdb.Tx) {
 		skip := next
 		skip.Revision = 3
-		refused(t, tx, "a revision skip", func() (bool, error) { return tx.UpdateTask(&skip, 1, taskdb.Running) })
+		refused(t, tx, "a revision skip", func() (bool, error) { return tx.UpdateTask(&skip, 1, agentproto.StateRunning) })
 		back := next
-		back.State, back.Revision = taskdb.Accepted, 2
-		refused(t, tx, "running -> accepted", func() (bool, error) { return tx.UpdateTask(&back, 1, taskdb.Running) })
+		back.State, back.Revision = agentproto.StateAccepted, 2
+		refused(t, tx, "running -> accepted", func() (bool, error) { return tx.UpdateTask(&back, 1, agentproto.StateRunning) })
 		noInput := next
-		noInput.State, noInput.Revision = taskdb.InputRequired, 2
-		refused(t, tx, "input_required without a request", func() (bool, error) { return tx.UpdateTask(&noInput, 1, taskdb.Running) })
+		noInput.State, noInput.Revision = agentproto.StateInputRequired, 2
+		refused(t, tx, "input_required without a request", func() (bool, error) { return tx.UpdateTask(&noInput, 1, agentproto.StateRunning) })
 		noResult := next
-		noResult.State, noResult.Revision = taskdb.Completed, 2
-		refused(t, tx, "a settlement without a result", func() (bool, error) { return tx.UpdateTask(&noResult, 1, taskdb.Running) })
+		noResult.State, noResult.Revision = agentproto.StateCompleted, 2
+		refused(t, tx, "a settlement without a result", func() (bool, error) { return tx.UpdateTask(&noResult, 1, agentproto.StateRunning) })
 		halfCancel := next
-		halfCancel.State, halfCancel.Revision, halfCancel.CancelKey = taskdb.Cancelling, 2, []byte{1, 2}
-		refused(t, tx, "a short cancel key", func() (bool, error) { return tx.UpdateTask(&halfCancel, 1, taskdb.Running) })
+		halfCancel.State, halfCancel.Revision, halfCancel.CancelKey = agentproto.StateCancelling, 2, []byte{1, 2}
+		refused(t, tx, "a short cancel key", func() (bool, error) { return tx.UpdateTask(&halfCancel, 1, agentproto.StateRunning) })
 	})
 	sameTask(t, read(t, d, task.ID), &next)
 	// Cancellation records its key and revision.
 	c := next
-	c.State, c.Revision, c.CancelKey, c.CancelRev, c.Updated = taskdb.Cancelling, 2, bytes.Repeat([]byte{9}, 32), 2, t0.Add(2*time.Second)
-	write(t, d, func(tx taskdb.Tx) { update(t, tx, &c, 1, taskdb.Running) })
+	c.State, c.Revision, c.CancelKey, c.CancelRev, c.Updated = agentproto.StateCancelling, 2, bytes.Repeat([]byte{9}, 32), 2, t0.Add(2*time.Second)
+	write(t, d, func(tx taskdb.Tx) { update(t, tx, &c, 1, agentproto.StateRunning) })
 	sameTask(t, read(t, d, task.ID), &c)
 }
 
 func testTerminal(t *testing.T, open Open) {
 	d := open(t)
-	for _, final := range []string{taskdb.Completed, taskdb.Failed, taskdb.Cancelled} {
+	for _, final := range []agentproto.State{agentproto.StateCompleted, agentproto.StateFailed, agentproto.StateCancelled} {
 		task := newTask()
 		done := *task
-		done.State, done.Revision, done.Result = final, 1, []byte(`{"final":"`+final+`"}`)
+		done.State, done.Revision, done.Result = final, 1, []byte(`{"final":"`+string(final)+`"}`)
 		done.Updated, done.PurgeAfter = t0.Add(time.Second), t0.Add(3*time.Hour)
 		write(t, d, func(tx taskdb.Tx) {
 			insert(t, tx, task)
-			update(t, tx, &done, 0, taskdb.Accepted)
+			update(t, tx, &done, 0, agentproto.StateAccepted)
 		})
 		sameTask(t, read(t, d, task.ID), &done)
 		write(t, d, func(tx taskdb.Tx) {
 			again := done
-			again.Revision, again.State = 2, taskdb.Failed
-			refused(t, tx, final+" -> failed", func() (bool, error) {
-				return tx.UpdateTask(&again, 1, taskdb.Completed, taskdb.Failed, taskdb.Cancelled)
+			again.Revision, again.State = 2, agentproto.StateFailed
+			refused(t, tx, string(final)+" -> failed", func() (bool, error) {
+				return tx.UpdateTask(&again, 1, agentproto.StateCompleted, agentproto.StateFailed, agentproto.StateCancelled)
 			})
 			same := done
 			same.Revision, same.Result = 2, []byte(`[]`)
-			refused(t, tx, final+": a new result", func() (bool, error) {
+			refused(t, tx, string(final)+": a new result", func() (bool, error) {
 				return tx.UpdateTask(&same, 1, final)
 			})
 		})
@@ -310,7 +311,7 @@ func testTerminal(t *testing.T, open Open) {
 	}
 }
 
-func event(taskID string, rev int64, typ string) *taskdb.Event {
+func event(taskID string, rev int64, typ agentproto.EventType) *taskdb.Event {
 	return &taskdb.Event{TaskID: taskID, Revision: rev, EventID: id("evt-"), Type: typ,
 		Payload: []byte(`{"n":` + fmt.Sprint(rev) + `}`), Created: t0.Add(time.Duration(rev) * time.Second)}
 }
@@ -322,18 +323,18 @@ func testEvents(t *testing.T, open Open) {
 	write(t, d, func(tx taskdb.Tx) {
 		insert(t, tx, task)
 		refused(t, tx, "an event at revision 0", func() (bool, error) {
-			return true, tx.AppendEvent(event(task.ID, 0, "status"))
+			return true, tx.AppendEvent(event(task.ID, 0, agentproto.EventStatus))
 		})
 		cur := *task
-		for rev, typ := range []string{"", "status", "progress", "progress", "completed"} {
+		for rev, typ := range []agentproto.EventType{"", agentproto.EventStatus, agentproto.EventProgress, agentproto.EventProgress, agentproto.EventCompleted} {
 			if rev == 0 {
 				continue
 			}
 			n := cur
 			n.Revision = int64(rev)
-			n.State = taskdb.Running
-			if typ == "completed" {
-				n.State, n.Result = taskdb.Completed, []byte(`{}`)
+			n.State = agentproto.StateRunning
+			if typ == agentproto.EventCompleted {
+				n.State, n.Result = agentproto.StateCompleted, []byte(`{}`)
 			}
 			update(t, tx, &n, cur.Revision, cur.State)
 			cur = n
@@ -348,14 +349,14 @@ func testEvents(t *testing.T, open Open) {
 			dup := event(task.ID, int64(rev), typ)
 			refused(t, tx, "a second event at one revision", func() (bool, error) { return true, tx.AppendEvent(dup) })
 		}
-		reused := event(task.ID, 4, "completed")
+		reused := event(task.ID, 4, agentproto.EventCompleted)
 		reused.EventID = evs[0].EventID
 		refused(t, tx, "a reused event ID", func() (bool, error) { return true, tx.AppendEvent(reused) })
 		other := newTask()
 		insert(t, tx, other)
 		on := *other
-		on.State, on.Revision = taskdb.Running, 1
-		update(t, tx, &on, 0, taskdb.Accepted)
+		on.State, on.Revision = agentproto.StateRunning, 1
+		update(t, tx, &on, 0, agentproto.StateAccepted)
 		bad := event(other.ID, 1, "paused")
 		refused(t, tx, "an unknown event type", func() (bool, error) { return true, tx.AppendEvent(bad) })
 	})
@@ -380,12 +381,12 @@ func testInputs(t *testing.T, open Open) {
 	task := newTask()
 	reqID := id("input-")
 	waiting := *task
-	waiting.State, waiting.Revision, waiting.InputRequest = taskdb.InputRequired, 1, reqID
+	waiting.State, waiting.Revision, waiting.InputRequest = agentproto.StateInputRequired, 1, reqID
 	in := &taskdb.Input{TaskID: task.ID, RequestID: reqID, Status: taskdb.InputPending,
 		Request: []byte(`{"prompt":"city?"}`), ExpiresAt: "2026-07-27T19:20:00Z", CreatedRev: 1}
 	write(t, d, func(tx taskdb.Tx) {
 		insert(t, tx, task)
-		update(t, tx, &waiting, 0, taskdb.Accepted)
+		update(t, tx, &waiting, 0, agentproto.StateAccepted)
 		if err := tx.InsertInput(in); err != nil {
 			t.Fatalf("InsertInput: %v", err)
 		}
@@ -404,7 +405,7 @@ func testInputs(t *testing.T, open Open) {
 		}
 	})
 	st, pending, err := d.TaskState(ctx, task.ID)
-	if err != nil || st == nil || st.State != taskdb.InputRequired || pending == nil || pending.RequestID != reqID || pending.Status != taskdb.InputPending {
+	if err != nil || st == nil || st.State != agentproto.StateInputRequired || pending == nil || pending.RequestID != reqID || pending.Status != taskdb.InputPending {
 		t.Fatalf("TaskState = %+v, %+v, %v", st, pending, err)
 	}
 	key := bytes.Repeat([]byte{5}, 32)
@@ -429,7 +430,7 @@ func testInputs(t *testing.T, open Open) {
 		// After the answer another request may be pending.
 		n := waiting
 		n.Revision, n.InputRequest = 2, id("input-")
-		update(t, tx, &n, 1, taskdb.InputRequired)
+		update(t, tx, &n, 1, agentproto.StateInputRequired)
 		if err := tx.InsertInput(&taskdb.Input{TaskID: task.ID, RequestID: n.InputRequest, Status: taskdb.InputPending, Request: []byte(`{}`), CreatedRev: 2}); err != nil {
 			t.Fatalf("the next pending input: %v", err)
 		}
@@ -481,23 +482,23 @@ func testUnsettled(t *testing.T, open Open) {
 	d := open(t)
 	var want []string
 	write(t, d, func(tx taskdb.Tx) {
-		for i, st := range []string{taskdb.Accepted, taskdb.Running, taskdb.Completed, taskdb.InputRequired, taskdb.Cancelling, taskdb.Failed, taskdb.Cancelled} {
+		for i, st := range []agentproto.State{agentproto.StateAccepted, agentproto.StateRunning, agentproto.StateCompleted, agentproto.StateInputRequired, agentproto.StateCancelling, agentproto.StateFailed, agentproto.StateCancelled} {
 			task := newTask()
 			task.Created = t0.Add(time.Duration(7-i) * time.Second) // reverse insertion order
 			insert(t, tx, task)
-			if st == taskdb.Accepted {
+			if st == agentproto.StateAccepted {
 				want = append(want, task.ID)
 				continue
 			}
 			n := *task
 			n.State, n.Revision = st, 1
 			switch st {
-			case taskdb.InputRequired:
+			case agentproto.StateInputRequired:
 				n.InputRequest = id("input-")
-			case taskdb.Completed, taskdb.Failed, taskdb.Cancelled:
+			case agentproto.StateCompleted, agentproto.StateFailed, agentproto.StateCancelled:
 				n.Result = []byte(`{}`)
 			}
-			update(t, tx, &n, 0, taskdb.Accepted)
+			update(t, tx, &n, 0, agentproto.StateAccepted)
 			if n.Result == nil {
 				want = append(want, task.ID)
 			}
@@ -524,9 +525,9 @@ func testPurge(t *testing.T, open Open) {
 		task.Caller, task.Arguments = caller, []byte(args)
 		insert(t, tx, task)
 		n := *task
-		n.State, n.Revision, n.Result, n.PurgeAfter = taskdb.Failed, 1, []byte(result), purgeAfter
-		update(t, tx, &n, 0, taskdb.Accepted)
-		if err := tx.AppendEvent(event(task.ID, 1, "failed")); err != nil {
+		n.State, n.Revision, n.Result, n.PurgeAfter = agentproto.StateFailed, 1, []byte(result), purgeAfter
+		update(t, tx, &n, 0, agentproto.StateAccepted)
+		if err := tx.AppendEvent(event(task.ID, 1, agentproto.EventFailed)); err != nil {
 			t.Fatal(err)
 		}
 		return task

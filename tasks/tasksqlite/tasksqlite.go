@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -394,13 +395,13 @@ func (t *Tx) TaskByRequest(caller, endpoint, requestID string) (*taskdb.Task, er
 
 // UpdateTask is the compare-and-set of every transition. The from list is
 // padded to a fixed arity so one statement text serves every call.
-func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...string) (bool, error) {
+func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto.State) (bool, error) {
 	if len(from) == 0 || len(from) > 7 {
 		return false, errors.New("tasksqlite: update needs 1 to 7 source states")
 	}
 	var st [7]any
 	for i := range st {
-		st[i] = from[min(i, len(from)-1)]
+		st[i] = string(from[min(i, len(from)-1)])
 	}
 	// Two statements: only a settlement writes result and purge_after_ns,
 	// so only it touches the partial indexes keyed on them. Identity and

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks/taskdb"
@@ -33,7 +34,7 @@ func newTask() *taskdb.Task {
 		RequestID: ids.New("req-"), Tool: "t", APIVersion: "1", ManifestHash: "h",
 		Arguments: []byte(`{}`), Fingerprint: bytes.Repeat([]byte{1}, 32),
 		Deadline: "2026-07-27T19:15:00.0000000001Z", DeadlineAt: now.Add(time.Minute + 1),
-		State: taskdb.Accepted, Created: now, Updated: now, RetainUntil: now.Add(time.Hour), PurgeAfter: now.Add(2 * time.Hour),
+		State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: now.Add(time.Hour), PurgeAfter: now.Add(2 * time.Hour),
 	}
 }
 
@@ -74,7 +75,7 @@ func TestRoundTripAndGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Deadline != task.Deadline || !got.DeadlineAt.Equal(task.DeadlineAt) || !got.Created.Equal(now) ||
-		!bytes.Equal(got.Fingerprint, task.Fingerprint) || got.State != taskdb.Accepted {
+		!bytes.Equal(got.Fingerprint, task.Fingerprint) || got.State != agentproto.StateAccepted {
 		t.Fatalf("round trip %+v", got)
 	}
 	byReq, _ := d.TaskByRequest(context.Background(), task.Caller, task.Endpoint, task.RequestID)
@@ -83,15 +84,15 @@ func TestRoundTripAndGuards(t *testing.T) {
 	}
 	// A guard on a stale revision or state updates nothing.
 	next := *got
-	next.State, next.Revision, next.Dispatched = taskdb.Running, 1, true
+	next.State, next.Revision, next.Dispatched = agentproto.StateRunning, 1, true
 	if err := write(t, d, func(tx taskdb.Tx) error {
-		if ok, err := tx.UpdateTask(&next, 5, taskdb.Accepted); ok || err != nil {
+		if ok, err := tx.UpdateTask(&next, 5, agentproto.StateAccepted); ok || err != nil {
 			t.Fatalf("stale revision updated: %v %v", ok, err)
 		}
-		if ok, err := tx.UpdateTask(&next, 0, taskdb.Running); ok || err != nil {
+		if ok, err := tx.UpdateTask(&next, 0, agentproto.StateRunning); ok || err != nil {
 			t.Fatalf("wrong state updated: %v %v", ok, err)
 		}
-		if ok, err := tx.UpdateTask(&next, 0, taskdb.Accepted); !ok || err != nil {
+		if ok, err := tx.UpdateTask(&next, 0, agentproto.StateAccepted); !ok || err != nil {
 			t.Fatalf("update: %v %v", ok, err)
 		}
 		return tx.AppendEvent(&taskdb.Event{TaskID: task.ID, Revision: 1, EventID: ids.New("evt-"), Type: "status", Payload: []byte(`{}`), Created: now})
@@ -185,8 +186,8 @@ func TestPurgeCascades(t *testing.T) {
 	write(t, d, func(tx taskdb.Tx) error {
 		tx.InsertTask(task)
 		n := *task
-		n.State, n.Revision, n.Result, n.Updated = taskdb.Failed, 1, []byte(`{}`), now
-		if ok, err := tx.UpdateTask(&n, 0, taskdb.Accepted); !ok || err != nil {
+		n.State, n.Revision, n.Result, n.Updated = agentproto.StateFailed, 1, []byte(`{}`), now
+		if ok, err := tx.UpdateTask(&n, 0, agentproto.StateAccepted); !ok || err != nil {
 			t.Fatalf("settle: %v %v", ok, err)
 		}
 		return tx.AppendEvent(&taskdb.Event{TaskID: task.ID, Revision: 1, EventID: ids.New("evt-"), Type: "failed", Payload: []byte(`{}`), Created: now})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/tasks"
@@ -279,7 +280,7 @@ func (r *Recorder) Events(taskID string) []tasks.Event {
 
 // Wait blocks until the task has an event of type typ (any type for "")
 // and returns the first such event.
-func (r *Recorder) Wait(ctx context.Context, taskID, typ string) (tasks.Event, error) {
+func (r *Recorder) Wait(ctx context.Context, taskID string, typ agentproto.EventType) (tasks.Event, error) {
 	for {
 		r.mu.Lock()
 		for _, ev := range r.events {
@@ -323,7 +324,7 @@ func (r *Recorder) Terminal(ctx context.Context, taskID string) (tasks.Event, er
 	for {
 		r.mu.Lock()
 		for _, ev := range r.events {
-			if ev.TaskID == taskID && (ev.Type == tasks.EventCompleted || ev.Type == tasks.EventFailed || ev.Type == tasks.EventCancelled) {
+			if ev.TaskID == taskID && (ev.Type == agentproto.EventCompleted || ev.Type == agentproto.EventFailed || ev.Type == agentproto.EventCancelled) {
 				r.mu.Unlock()
 				return ev, nil
 			}

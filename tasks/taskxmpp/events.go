@@ -9,8 +9,8 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
@@ -122,5 +122,5 @@ func EventElement(ev tasks.Event) *xmltree.Element {
 		"event-id", ev.EventID,
 		"revision", strconv.FormatInt(ev.Revision, 10),
 		"task-id", ev.TaskID,
-		"type", ev.Type).WithText(xmltree.JSONText(ev.Payload))
+		"type", string(ev.Type)).WithText(xmltree.JSONText(ev.Payload))
 }

@@ -3,9 +3,9 @@ package taskxmpp
 import (
 	"strconv"
 
-	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -20,15 +20,15 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 	var inv tasks.Invocation
 	inv.RequestID = p.AttrValue("request-id")
 	if !ids.Valid(inv.RequestID) {
-		return inv, component.ErrBadRequest("request-id is missing or not a valid identifier")
+		return inv, agentproto.ErrBadRequest("request-id is missing or not a valid identifier")
 	}
 	inv.Tool = p.AttrValue("tool")
 	if inv.Tool == "" || len(inv.Tool) > MaxToolNameBytes {
-		return inv, component.ErrBadRequest("tool is missing or too long")
+		return inv, agentproto.ErrBadRequest("tool is missing or too long")
 	}
 	inv.APIVersion = p.AttrValue("api-version")
 	if !ids.ValidVersion(inv.APIVersion) {
-		return inv, component.ErrBadRequest("api-version is missing or invalid")
+		return inv, agentproto.ErrBadRequest("api-version is missing or invalid")
 	}
 	var seenHash, seenArgs, seenDeadline, seenDelegation bool
 	for _, c := range p.Children {
@@ -36,7 +36,7 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 			// agentgw's extension (advertised as the ns.Delegation feature):
 			// how many gateway hops this invocation is below a direct call.
 			if seenDelegation || len(c.Children) > 0 {
-				return inv, component.ErrBadRequest("at most one empty delegation element")
+				return inv, agentproto.ErrBadRequest("at most one empty delegation element")
 			}
 			seenDelegation = true
 			d, err := parseDelegationDepth(c.AttrValue("depth"))
@@ -48,12 +48,12 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 			continue
 		}
 		if c.Name.Space != ns.Task {
-			return inv, component.ErrBadRequest("unexpected child element in invoke")
+			return inv, agentproto.ErrBadRequest("unexpected child element in invoke")
 		}
 		switch c.Name.Local {
 		case "manifest-hash":
 			if seenHash {
-				return inv, component.ErrBadRequest("duplicate manifest-hash")
+				return inv, agentproto.ErrBadRequest("duplicate manifest-hash")
 			}
 			seenHash = true
 			h, err := parseHashContainer(c)
@@ -63,37 +63,37 @@ func ParseInvoke(p *xmltree.Element) (tasks.Invocation, error) {
 			inv.ManifestHash = h
 		case "arguments":
 			if seenArgs {
-				return inv, component.ErrBadRequest("duplicate arguments")
+				return inv, agentproto.ErrBadRequest("duplicate arguments")
 			}
 			seenArgs = true
 			// Simple content: a child element would splice the JSON text.
 			if len(c.Children) > 0 {
-				return inv, component.ErrBadRequest("arguments must be text")
+				return inv, agentproto.ErrBadRequest("arguments must be text")
 			}
 			mt, ok := c.LookupAttr("media-type")
 			if !ok {
-				return inv, component.ErrBadRequest("arguments need media-type='application/json'")
+				return inv, agentproto.ErrBadRequest("arguments need media-type='application/json'")
 			}
 			inv.MediaType = mt
 			inv.Arguments = []byte(c.Text)
 		case "deadline":
 			if seenDeadline {
-				return inv, component.ErrBadRequest("duplicate deadline")
+				return inv, agentproto.ErrBadRequest("duplicate deadline")
 			}
 			seenDeadline = true
 			if len(c.Children) > 0 {
-				return inv, component.ErrBadRequest("deadline must be text")
+				return inv, agentproto.ErrBadRequest("deadline must be text")
 			}
 			if _, err := xmpptimeParse(c.Text); err != nil {
-				return inv, component.ErrBadRequest("deadline is not an XEP-0082 date-time")
+				return inv, agentproto.ErrBadRequest("deadline is not an XEP-0082 date-time")
 			}
 			inv.Deadline = c.Text
 		default:
-			return inv, component.ErrBadRequest("unexpected child element in invoke")
+			return inv, agentproto.ErrBadRequest("unexpected child element in invoke")
 		}
 	}
 	if !seenHash || !seenArgs {
-		return inv, component.ErrBadRequest("invoke needs manifest-hash and arguments")
+		return inv, agentproto.ErrBadRequest("invoke needs manifest-hash and arguments")
 	}
 	return inv, nil
 }
@@ -104,7 +104,7 @@ func ParseProvideInput(p *xmltree.Element) (tasks.InputSubmission, error) {
 	in.TaskID = p.AttrValue("task-id")
 	in.RequestID = p.AttrValue("request-id")
 	if !ids.Valid(in.TaskID) || !ids.Valid(in.RequestID) {
-		return in, component.ErrBadRequest("task-id or request-id is missing or not a valid identifier")
+		return in, agentproto.ErrBadRequest("task-id or request-id is missing or not a valid identifier")
 	}
 	rev, err := parseRevision(p.AttrValue("expected-revision"))
 	if err != nil {
@@ -112,15 +112,15 @@ func ParseProvideInput(p *xmltree.Element) (tasks.InputSubmission, error) {
 	}
 	in.ExpectedRevision = rev
 	if len(p.Children) != 1 || !p.Children[0].Is(ns.Task, "input") {
-		return in, component.ErrBadRequest("provide-input needs exactly one input element")
+		return in, agentproto.ErrBadRequest("provide-input needs exactly one input element")
 	}
 	c := p.Children[0]
 	if len(c.Children) > 0 {
-		return in, component.ErrBadRequest("input must be text")
+		return in, agentproto.ErrBadRequest("input must be text")
 	}
 	mt, ok := c.LookupAttr("media-type")
 	if !ok {
-		return in, component.ErrBadRequest("input needs media-type='application/json'")
+		return in, agentproto.ErrBadRequest("input needs media-type='application/json'")
 	}
 	in.MediaType = mt
 	in.Input = []byte(c.Text)
@@ -133,7 +133,7 @@ func ParseCancel(p *xmltree.Element) (tasks.CancelRequest, error) {
 	var c tasks.CancelRequest
 	c.TaskID = p.AttrValue("task-id")
 	if !ids.Valid(c.TaskID) {
-		return c, component.ErrBadRequest("task-id is missing or not a valid identifier")
+		return c, agentproto.ErrBadRequest("task-id is missing or not a valid identifier")
 	}
 	rev, err := parseRevision(p.AttrValue("expected-revision"))
 	if err != nil {
@@ -142,16 +142,16 @@ func ParseCancel(p *xmltree.Element) (tasks.CancelRequest, error) {
 	c.ExpectedRevision = rev
 	for _, ch := range p.Children {
 		if !ch.Is(ns.Task, "reason") || c.HasReason {
-			return c, component.ErrBadRequest("cancel allows one optional reason element only")
+			return c, agentproto.ErrBadRequest("cancel allows one optional reason element only")
 		}
 		if len(ch.Children) > 0 {
-			return c, component.ErrBadRequest("reason must be text")
+			return c, agentproto.ErrBadRequest("reason must be text")
 		}
 		c.HasReason = true
 		c.Reason = ch.Text
 	}
 	if len(c.Reason) > 4096 {
-		return c, component.ErrBadRequest("reason is longer than 4096 bytes")
+		return c, agentproto.ErrBadRequest("reason is longer than 4096 bytes")
 	}
 	return c, nil
 }
@@ -161,7 +161,7 @@ func ParseCancel(p *xmltree.Element) (tasks.CancelRequest, error) {
 const MaxDelegationDepthValue = 1000
 
 func parseDelegationDepth(s string) (int, error) {
-	bad := component.ErrBadRequest("delegation depth must be an integer from 1 to 1000")
+	bad := agentproto.ErrBadRequest("delegation depth must be an integer from 1 to 1000")
 	if s == "" || len(s) > 4 {
 		return 0, bad
 	}
@@ -179,16 +179,16 @@ func parseDelegationDepth(s string) (int, error) {
 
 func parseRevision(s string) (int64, error) {
 	if s == "" || len(s) > 19 {
-		return 0, component.ErrBadRequest("expected-revision is missing or invalid")
+		return 0, agentproto.ErrBadRequest("expected-revision is missing or invalid")
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, component.ErrBadRequest("expected-revision is missing or invalid")
+			return 0, agentproto.ErrBadRequest("expected-revision is missing or invalid")
 		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, component.ErrBadRequest("expected-revision is missing or invalid")
+		return 0, agentproto.ErrBadRequest("expected-revision is missing or invalid")
 	}
 	return n, nil
 }
@@ -197,18 +197,18 @@ func parseRevision(s string) (int64, error) {
 // a hashContainer element.
 func parseHashContainer(c *xmltree.Element) (string, error) {
 	if len(c.Children) != 1 || !c.Children[0].Is(ns.Hashes, "hash") {
-		return "", component.ErrBadRequest("manifest-hash needs exactly one urn:xmpp:hashes:2 hash")
+		return "", agentproto.ErrBadRequest("manifest-hash needs exactly one urn:xmpp:hashes:2 hash")
 	}
 	h := c.Children[0]
 	if len(h.Children) > 0 {
-		return "", component.ErrBadRequest("manifest hash must be text")
+		return "", agentproto.ErrBadRequest("manifest hash must be text")
 	}
 	if h.AttrValue("algo") != ns.HashAlgo {
-		return "", component.ErrBadRequest("only sha-256 manifest hashes are supported")
+		return "", agentproto.ErrBadRequest("only sha-256 manifest hashes are supported")
 	}
 	v := h.Text
 	if len(v) != 44 {
-		return "", component.ErrBadRequest("manifest hash is not a base64 sha-256 value")
+		return "", agentproto.ErrBadRequest("manifest hash is not a base64 sha-256 value")
 	}
 	return v, nil
 }

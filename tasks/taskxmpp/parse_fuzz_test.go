@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -20,7 +20,7 @@ import (
 
 // taskVocab is what rejection texts may be made of.
 func taskVocab(f *testing.F) fuzzcheck.Vocab {
-	return fuzzcheck.Vocabulary(f, "tasks/taskxmpp", "component", "internal/ns")
+	return fuzzcheck.Vocabulary(f, "tasks/taskxmpp", "component", "agentproto/ns")
 }
 
 // fuzzPayload parses data the way the component does; nil means the stream
@@ -37,11 +37,11 @@ func fuzzPayload(data []byte) *xmltree.Element {
 // bad-request stanza error whose text quotes nothing from the input.
 func checkRejected(t *testing.T, err error, vocab fuzzcheck.Vocab) {
 	t.Helper()
-	var se *component.StanzaError
+	var se *agentproto.StanzaError
 	if !errors.As(err, &se) {
 		t.Fatalf("rejection is %T, not a stanza error: %v", err, err)
 	}
-	if se.Condition != component.CondBadRequest || se.Type != component.ErrTypeModify {
+	if se.Condition != agentproto.CondBadRequest || se.Type != agentproto.TypeModify {
 		t.Fatalf("rejection is %s/%s, want modify/bad-request", se.Type, se.Condition)
 	}
 	if w := vocab.Foreign(se.Text); w != "" {

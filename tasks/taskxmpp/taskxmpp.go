@@ -13,9 +13,10 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
@@ -67,14 +68,14 @@ func (h *Handlers) Register(r *component.Router) {
 
 func (h *Handlers) allow(iq component.IQ, op string) error {
 	if h.Limiter != nil && !h.Limiter.Allow(iq.From.Bare().String(), op) {
-		return component.ErrResourceConstraint("rate limit reached; retry later")
+		return agentproto.ErrResourceConstraint("rate limit reached; retry later")
 	}
 	return nil
 }
 
 func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "set" {
-		return nil, component.ErrBadRequest("invoke must be an IQ set")
+		return nil, agentproto.ErrBadRequest("invoke must be an IQ set")
 	}
 	if err := h.allow(iq, OpInvoke); err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 
 func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "set" {
-		return nil, component.ErrBadRequest("provide-input must be an IQ set")
+		return nil, agentproto.ErrBadRequest("provide-input must be an IQ set")
 	}
 	if err := h.allow(iq, OpInput); err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.
 
 func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "set" {
-		return nil, component.ErrBadRequest("cancel must be an IQ set")
+		return nil, agentproto.ErrBadRequest("cancel must be an IQ set")
 	}
 	if err := h.allow(iq, OpInput); err != nil {
 		return nil, err
@@ -135,7 +136,7 @@ func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 
 func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "get" {
-		return nil, component.ErrBadRequest("task-state-request must be an IQ get")
+		return nil, agentproto.ErrBadRequest("task-state-request must be an IQ get")
 	}
 	if err := h.allow(iq, OpState); err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element
 
 func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if iq.Type != "get" {
-		return nil, component.ErrBadRequest("task-result-request must be an IQ get")
+		return nil, agentproto.ErrBadRequest("task-result-request must be an IQ get")
 	}
 	if err := h.allow(iq, OpState); err != nil {
 		return nil, err
@@ -176,32 +177,32 @@ func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 // mapError turns engine errors into the spec's stanza errors. The text is
 // fixed per condition: nothing the caller sent is reflected.
 func (h *Handlers) mapError(err error, op string) error {
-	var se *component.StanzaError
+	var se *agentproto.StanzaError
 	switch {
 	case errors.As(err, &se):
 		return se
 	case errors.Is(err, tasks.ErrNotFound):
-		return component.ErrItemNotFound()
+		return agentproto.ErrItemNotFound()
 	case errors.Is(err, tasks.ErrBadRequest):
-		return component.ErrBadRequest("malformed request")
+		return agentproto.ErrBadRequest("malformed request")
 	case errors.Is(err, tasks.ErrConflict):
-		return component.ErrConflict(conflictText(op))
+		return agentproto.ErrConflict(conflictText(op))
 	case errors.Is(err, tasks.ErrNotAcceptable):
-		return component.ErrNotAcceptable(notAcceptableText(err))
+		return agentproto.ErrNotAcceptable(notAcceptableText(err))
 	case errors.Is(err, tasks.ErrResourceConstraint):
-		return component.ErrResourceConstraint("capacity or size limit reached")
+		return agentproto.ErrResourceConstraint("capacity or size limit reached")
 	case errors.Is(err, tasks.ErrDelegationDepth):
 		// Not resource-constraint: clients retry that, and the same
 		// request can never pass. The reason holds only numbers.
-		return component.ErrPolicyViolation("The invocation's delegation depth exceeds this gateway's bound (" +
+		return agentproto.ErrPolicyViolation("The invocation's delegation depth exceeds this gateway's bound (" +
 			strings.TrimPrefix(err.Error(), tasks.ErrDelegationDepth.Error()+": ") + "): a chain of calls back through the gateway is too deep.")
 	case errors.Is(err, tasks.ErrUnexpectedRequest):
-		return component.ErrUnexpectedRequest("the task is not terminal yet")
+		return agentproto.ErrUnexpectedRequest("the task is not terminal yet")
 	case errors.Is(err, tasks.ErrServiceUnavailable):
-		return component.ErrServiceUnavailable()
+		return agentproto.ErrServiceUnavailable()
 	}
 	h.Log.Error("task operation failed", "op", op, "err", err)
-	return component.ErrInternal()
+	return agentproto.ErrInternal()
 }
 
 func conflictText(op string) string {
@@ -228,7 +229,7 @@ func notAcceptableText(err error) string {
 func parseTaskID(p *xmltree.Element) (string, error) {
 	id := p.AttrValue("task-id")
 	if !ids.Valid(id) {
-		return "", component.ErrBadRequest("task-id is missing or not a valid identifier")
+		return "", agentproto.ErrBadRequest("task-id is missing or not a valid identifier")
 	}
 	return id, nil
 }

@@ -61,3 +61,8 @@ const (
 	MediaSchemaJSON = "application/schema+json"
 	HashAlgo        = "sha-256"
 )
+
+// RFC 6120.
+const (
+	Stanzas = "urn:ietf:params:xml:ns:xmpp-stanzas" // stanza error conditions
+)

@@ -122,8 +122,9 @@ func New(cfg Config, r *Router) *Component {
 		c.shards[i] = make(chan *xmltree.Element, 64)
 	}
 	pong := IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) { return nil, nil })
-	r.HandleGatewayIQ(ns.Ping, "ping", pong)
-	r.HandleEndpointIQ(ns.Ping, "ping", AccessVisible, pong)
+	// XEP-0199: a ping is an IQ get.
+	r.HandleGatewayIQ(IQGet, ns.Ping, "ping", pong)
+	r.HandleEndpointIQ(IQGet, ns.Ping, "ping", AccessVisible, pong)
 	return c
 }
 

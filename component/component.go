@@ -322,7 +322,7 @@ func (c *Component) drop(conn net.Conn, reason error) {
 func (c *Component) classify(err error) error {
 	var se stream.Error
 	if errors.As(err, &se) {
-		if advice, fatal := fatalAdvice(se.Err, c.cfg.Domain, c.cfg.Addr); fatal {
+		if advice, fatal := FatalAdvice(se.Err, c.cfg.Domain, c.cfg.Addr); fatal {
 			return &FatalError{Condition: se.Err, Advice: advice}
 		}
 	}

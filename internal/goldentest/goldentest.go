@@ -6,10 +6,12 @@
 package goldentest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"mellium.im/xmpp/jid"
@@ -112,3 +114,30 @@ func writeCanonical(b *strings.Builder, e *xmltree.Element) {
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// Sender is a component.Sender that records what is sent, for comparing
+// outbound stanzas with golden ones. SendIQ is not connected.
+type Sender struct {
+	mu   sync.Mutex
+	sent []*xmltree.Element
+}
+
+func (s *Sender) Send(_ context.Context, el *xmltree.Element) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, el)
+	return nil
+}
+
+func (s *Sender) SendIQ(context.Context, *xmltree.Element) (*xmltree.Element, error) {
+	return nil, component.ErrNotConnected
+}
+
+// Take returns what was sent since the last Take and forgets it.
+func (s *Sender) Take() []*xmltree.Element {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sent
+	s.sent = nil
+	return out
+}

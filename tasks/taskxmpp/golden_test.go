@@ -3,7 +3,6 @@ package taskxmpp
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/goldentest"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -122,23 +120,6 @@ func TestGoldenTaskIQs(t *testing.T) {
 	}
 }
 
-// recSender records what is sent.
-type recSender struct {
-	mu   sync.Mutex
-	sent []*xmltree.Element
-}
-
-func (s *recSender) Send(_ context.Context, el *xmltree.Element) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, el)
-	return nil
-}
-
-func (s *recSender) SendIQ(context.Context, *xmltree.Element) (*xmltree.Element, error) {
-	panic("no IQs here")
-}
-
 // TestGoldenEvents: the event each golden message carries, handed to the
 // notifier as the engine would, is sent as exactly that message.
 func TestGoldenEvents(t *testing.T) {
@@ -151,16 +132,17 @@ func TestGoldenEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			route := jid.MustParse(want.AttrValue("to"))
-			s := &recSender{}
+			s := &goldentest.Sender{}
 			(&Notifier{Sender: s}).Notify(tasks.Event{
 				TaskID: el.AttrValue("task-id"), EventID: el.AttrValue("event-id"), Revision: rev, Type: el.AttrValue("type"),
 				Endpoint: want.AttrValue("from"), Caller: route.Bare().String(), Route: route.String(),
 				Payload: canonicalJSON(t, el.Text),
 			})
-			if len(s.sent) != 1 {
-				t.Fatalf("sent %d stanzas", len(s.sent))
+			sent := s.Take()
+			if len(sent) != 1 {
+				t.Fatalf("sent %d stanzas", len(sent))
 			}
-			goldentest.Compare(t, s.sent[0], want)
+			goldentest.Compare(t, sent[0], want)
 		})
 	}
 }

@@ -123,8 +123,9 @@ func New(cfg Config, r *Router) *Component {
 		c.shards[i] = make(chan *xmltree.Element, 64)
 	}
 	pong := IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) { return nil, nil })
-	r.HandleGatewayIQ(ns.Ping, "ping", pong)
-	r.HandleEndpointIQ(ns.Ping, "ping", AccessVisible, pong)
+	// XEP-0199: a ping is an IQ get.
+	r.HandleGatewayIQ(IQGet, ns.Ping, "ping", pong)
+	r.HandleEndpointIQ(IQGet, ns.Ping, "ping", AccessVisible, pong)
 	return c
 }
 
@@ -322,7 +323,7 @@ func (c *Component) drop(conn net.Conn, reason error) {
 func (c *Component) classify(err error) error {
 	var se stream.Error
 	if errors.As(err, &se) {
-		if advice, fatal := fatalAdvice(se.Err, c.cfg.Domain, c.cfg.Addr); fatal {
+		if advice, fatal := FatalAdvice(se.Err, c.cfg.Domain, c.cfg.Addr); fatal {
 			return &FatalError{Condition: se.Err, Advice: advice}
 		}
 	}

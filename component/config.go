@@ -95,14 +95,15 @@ func (c Config) withDefaults() Config {
 	}
 	c.Domain = c.Domain.Domain()
 	if c.ServerDomain.Equal(jid.JID{}) {
-		c.ServerDomain = parentDomain(c.Domain)
+		c.ServerDomain = ParentDomain(c.Domain)
 	}
 	return c
 }
 
-// parentDomain strips the first label of a component domain: the server
-// that hosts agents.example.test answers pings to example.test.
-func parentDomain(d jid.JID) jid.JID {
+// ParentDomain strips the first label of a component domain: the server
+// that hosts agents.example.test answers pings to example.test. It is the
+// default Config.ServerDomain, which keepalive pings go to.
+func ParentDomain(d jid.JID) jid.JID {
 	s := d.Domainpart()
 	if i := strings.IndexByte(s, '.'); i > 0 && i < len(s)-1 {
 		if p, err := jid.Parse(s[i+1:]); err == nil {
@@ -135,9 +136,10 @@ func (e *FatalError) Error() string {
 	return "component: server refused the component (" + e.Condition + "): " + e.Advice
 }
 
-// fatalAdvice maps the stream error conditions that retrying cannot fix to
-// advice for the operator; other conditions are transient.
-func fatalAdvice(cond string, domain jid.JID, addr string) (string, bool) {
+// FatalAdvice maps the stream error conditions that retrying cannot fix to
+// advice for the operator (FatalError.Advice); other conditions are
+// transient. agentgw doctor words its handshake check with it.
+func FatalAdvice(cond string, domain jid.JID, addr string) (string, bool) {
 	d := domain.String()
 	switch cond {
 	case "conflict":
@@ -145,11 +147,11 @@ func fatalAdvice(cond string, domain jid.JID, addr string) (string, bool) {
 			": stop the other gateway instance (or whatever else connects as " + d + ")", true
 	case "not-authorized":
 		return "the server rejected the component secret for " + d +
-			": check [xmpp] secret_env/secret_file against the server's component secret", true
+			": check secret_env/secret_file against the server's component secret", true
 	case "host-unknown", "host-gone":
-		return "the server at " + addr + " does not serve " + d +
-			" as an external component: declare it on the server (Prosody: Component \"" + d +
-			"\" with component_secret; ejabberd: an ejabberd_service listener host) or fix [xmpp] component_domain", true
+		return "the server at " + addr + " does not accept " + d +
+			" as an external component: declare it (Prosody: Component \"" + d +
+			"\"; ejabberd: a host of the ejabberd_service listener; Openfire: the subdomain on Server > Server Settings > External Components) or fix [xmpp] component_domain", true
 	}
 	return "", false
 }

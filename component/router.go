@@ -41,24 +41,77 @@ type EndpointResolver interface {
 	Resolve(requester, endpoint jid.JID) (exists, visible bool)
 }
 
+// IQ types a handler is registered for.
+const (
+	IQGet = "get"
+	IQSet = "set"
+)
+
 type payloadKey struct{ space, local string }
 
-type endpointRoute struct {
-	access  Access
-	handler IQHandler
+// route holds the handlers of one payload, one per IQ type. The access
+// rule (endpoint routes only) belongs to the payload, not the type: it is
+// applied before the type is looked at, so that a wrong type tells nothing
+// an unauthorized requester could not learn otherwise.
+type route struct {
+	access   Access
+	get, set IQHandler
+}
+
+func (rt *route) handler(typ string) IQHandler {
+	switch typ {
+	case IQGet:
+		return rt.get
+	case IQSet:
+		return rt.set
+	}
+	return nil
+}
+
+// wrongType is the one answer to an IQ whose payload is routed but not for
+// its type: bad-request (RFC 6120 8.3.3.1: the stanza cannot be processed
+// as sent), naming the type the payload takes.
+func (rt *route) wrongType() *agentproto.StanzaError {
+	if rt.get != nil {
+		return agentproto.ErrBadRequest("This request must be an IQ get.")
+	}
+	return agentproto.ErrBadRequest("This request must be an IQ set.")
+}
+
+// add registers h for typ; what is wrong with the registration panics.
+func (rt *route) add(typ string, h IQHandler, what string) {
+	if h == nil {
+		panic("component: nil " + what)
+	}
+	var slot *IQHandler
+	switch typ {
+	case IQGet:
+		slot = &rt.get
+	case IQSet:
+		slot = &rt.set
+	default:
+		panic("component: IQ type " + typ + " is neither get nor set for " + what)
+	}
+	if *slot != nil {
+		panic("component: " + what + " registered twice for IQ " + typ)
+	}
+	*slot = h
 }
 
 // Router dispatches inbound stanzas: by recipient JID first (the gateway
-// domain or an endpoint below it), then by payload namespace and name.
-// Register every handler before the component starts; registering twice or
-// a nil handler panics, since it is a programming error.
+// domain or an endpoint below it), then by payload namespace and name, then
+// by IQ type. A routed payload sent with a type it is not registered for
+// gets one answer, bad-request; endpoint access rules run before that.
+// Register every handler before the component starts; registering twice, a
+// nil handler or a type other than get or set panics, since it is a
+// programming error.
 type Router struct {
 	domain   jid.JID
 	resolver EndpointResolver
 	log      *slog.Logger
 
-	gateway  map[payloadKey]IQHandler
-	endpoint map[payloadKey]endpointRoute
+	gateway  map[payloadKey]*route
+	endpoint map[payloadKey]*route
 	message  []MessageHandler
 	presence []PresenceHandler
 	limit    func(requester jid.JID, space, local string) bool
@@ -89,38 +142,39 @@ func NewRouter(domain jid.JID, resolver EndpointResolver, log *slog.Logger) *Rou
 		domain:   domain.Domain(),
 		resolver: resolver,
 		log:      log,
-		gateway:  map[payloadKey]IQHandler{},
-		endpoint: map[payloadKey]endpointRoute{},
+		gateway:  map[payloadKey]*route{},
+		endpoint: map[payloadKey]*route{},
 	}
 }
 
 // Domain is the component domain the router serves.
 func (r *Router) Domain() jid.JID { return r.domain }
 
-// HandleGatewayIQ routes IQ get/set with payload {space}local addressed to
-// the gateway domain itself.
-func (r *Router) HandleGatewayIQ(space, local string, h IQHandler) {
+// HandleGatewayIQ routes IQs of type iqType (IQGet or IQSet) with payload
+// {space}local addressed to the gateway domain itself.
+func (r *Router) HandleGatewayIQ(iqType, space, local string, h IQHandler) {
 	k := payloadKey{space, local}
-	if h == nil {
-		panic("component: nil gateway handler for " + space + " " + local)
+	rt := r.gateway[k]
+	if rt == nil {
+		rt = &route{}
 	}
-	if _, dup := r.gateway[k]; dup {
-		panic("component: gateway handler registered twice for " + space + " " + local)
-	}
-	r.gateway[k] = h
+	rt.add(iqType, h, "gateway handler for "+space+" "+local)
+	r.gateway[k] = rt
 }
 
-// HandleEndpointIQ routes IQ get/set with payload {space}local addressed to
-// any endpoint localpart@domain.
-func (r *Router) HandleEndpointIQ(space, local string, access Access, h IQHandler) {
+// HandleEndpointIQ routes IQs of type iqType (IQGet or IQSet) with payload
+// {space}local addressed to any endpoint localpart@domain. Both types of
+// one payload must have the same access.
+func (r *Router) HandleEndpointIQ(iqType, space, local string, access Access, h IQHandler) {
 	k := payloadKey{space, local}
-	if h == nil {
-		panic("component: nil endpoint handler for " + space + " " + local)
+	rt := r.endpoint[k]
+	if rt == nil {
+		rt = &route{access: access}
+	} else if rt.access != access {
+		panic("component: endpoint handlers for " + space + " " + local + " differ in access")
 	}
-	if _, dup := r.endpoint[k]; dup {
-		panic("component: endpoint handler registered twice for " + space + " " + local)
-	}
-	r.endpoint[k] = endpointRoute{access: access, handler: h}
+	rt.add(iqType, h, "endpoint handler for "+space+" "+local)
+	r.endpoint[k] = rt
 }
 
 // HandleMessage adds a handler that sees every inbound message.
@@ -163,25 +217,25 @@ func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 		return nil, agentproto.ErrServiceUnavailable()
 	}
 	if to.Localpart() == "" {
-		h, ok := r.gateway[k]
+		rt, ok := r.gateway[k]
 		if !ok {
 			return nil, agentproto.ErrServiceUnavailable()
 		}
-		return h.HandleIQ(ctx, iq)
+		return rt.dispatch(ctx, iq)
 	}
 	exists, visible := false, false
 	if r.resolver != nil {
 		exists, visible = r.resolver.Resolve(iq.From.Bare(), to.Bare())
 	}
-	route, known := r.endpoint[k]
-	if known && route.access == AccessInvocable && !visible {
+	rt, known := r.endpoint[k]
+	if known && rt.access == AccessInvocable && !visible {
 		// The check runs before existence is looked at, so that a
 		// nonexistent endpoint costs what an unauthorized one costs.
 		may := r.invoke != nil && r.invoke(ctx, iq.From.Bare(), to.Bare())
 		if !may || !exists {
 			return nil, agentproto.ErrItemNotFound()
 		}
-		return route.handler.HandleIQ(ctx, iq)
+		return rt.dispatch(ctx, iq)
 	}
 	switch {
 	case !exists:
@@ -192,10 +246,19 @@ func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
 		return nil, agentproto.ErrItemNotFound()
 	case !known:
 		return nil, agentproto.ErrServiceUnavailable()
-	case route.access == AccessVisible && !visible:
+	case rt.access == AccessVisible && !visible:
 		return nil, agentproto.ErrItemNotFound()
 	}
-	return route.handler.HandleIQ(ctx, iq)
+	return rt.dispatch(ctx, iq)
+}
+
+// dispatch runs the handler for the IQ's type, or answers the wrong type.
+func (rt *route) dispatch(ctx context.Context, iq IQ) (*xmltree.Element, error) {
+	h := rt.handler(iq.Type)
+	if h == nil {
+		return nil, rt.wrongType()
+	}
+	return h.HandleIQ(ctx, iq)
 }
 
 func (r *Router) errorReply(iq IQ, err error) *xmltree.Element {

@@ -27,7 +27,7 @@ func TestAccessInvocable(t *testing.T) {
 	res := visibilityResolver{"open@agents.example.test": true, "hidden@agents.example.test": false}
 	newRouter := func() *Router {
 		r := NewRouter(domain, res, nil)
-		r.HandleEndpointIQ("urn:x", "op", AccessInvocable, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {
+		r.HandleEndpointIQ(IQGet, "urn:x", "op", AccessInvocable, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {
 			return nil, agentproto.ErrBadRequest("precise")
 		}))
 		return r

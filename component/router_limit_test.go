@@ -18,7 +18,7 @@ func (r existsResolver) Resolve(_, ep jid.JID) (bool, bool) { return r[ep.String
 func TestLimiterRunsBeforeResolution(t *testing.T) {
 	domain := jid.MustParse("agents.example.test")
 	r := NewRouter(domain, existsResolver{"weather@agents.example.test": true}, nil)
-	r.HandleEndpointIQ("urn:x", "op", AccessExisting, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {
+	r.HandleEndpointIQ(IQSet, "urn:x", "op", AccessExisting, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {
 		return nil, nil
 	}))
 	budget := 2

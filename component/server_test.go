@@ -51,19 +51,19 @@ type fixture struct {
 
 func newRouter(t testing.TB, domain jid.JID, f *fixture) *component.Router {
 	r := component.NewRouter(domain, resolver{"weather": true, "hidden": false}, testLogger(t))
-	r.HandleGatewayIQ(nsTest, "echo", component.IQHandlerFunc(func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
+	r.HandleGatewayIQ(component.IQGet, nsTest, "echo", component.IQHandlerFunc(func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 		return xmltree.New(nsTest, "echo").WithText(iq.From.Bare().String()), nil
 	}))
-	r.HandleEndpointIQ(nsTest, "echo", component.AccessVisible, component.IQHandlerFunc(func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
+	r.HandleEndpointIQ(component.IQGet, nsTest, "echo", component.AccessVisible, component.IQHandlerFunc(func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 		return xmltree.New(nsTest, "echo").WithText(iq.To.String()), nil
 	}))
-	r.HandleEndpointIQ(nsTest, "fail", component.AccessExisting, component.IQHandlerFunc(func(context.Context, component.IQ) (*xmltree.Element, error) {
+	r.HandleEndpointIQ(component.IQSet, nsTest, "fail", component.AccessExisting, component.IQHandlerFunc(func(context.Context, component.IQ) (*xmltree.Element, error) {
 		return nil, errors.New("backend exploded")
 	}))
-	r.HandleEndpointIQ(nsTest, "panic", component.AccessExisting, component.IQHandlerFunc(func(context.Context, component.IQ) (*xmltree.Element, error) {
+	r.HandleEndpointIQ(component.IQSet, nsTest, "panic", component.AccessExisting, component.IQHandlerFunc(func(context.Context, component.IQ) (*xmltree.Element, error) {
 		panic("handler bug")
 	}))
-	r.HandleEndpointIQ(nsTest, "hang", component.AccessExisting, component.IQHandlerFunc(func(ctx context.Context, _ component.IQ) (*xmltree.Element, error) {
+	r.HandleEndpointIQ(component.IQSet, nsTest, "hang", component.AccessExisting, component.IQHandlerFunc(func(ctx context.Context, _ component.IQ) (*xmltree.Element, error) {
 		select {
 		case <-f.release:
 		case <-ctx.Done():

@@ -21,8 +21,8 @@ func TestParentDomain(t *testing.T) {
 		"a.b":                 "b",
 		"localhost":           "localhost",
 	} {
-		if got := parentDomain(jid.MustParse(in)).String(); got != want {
-			t.Errorf("parentDomain(%s) = %s, want %s", in, got, want)
+		if got := ParentDomain(jid.MustParse(in)).String(); got != want {
+			t.Errorf("ParentDomain(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

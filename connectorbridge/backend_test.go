@@ -81,7 +81,7 @@ func TestEcho(t *testing.T) {
 	e.authForm()
 	e.waitTools(4)
 	r := e.call("echo", `{"text":"hello <world> & ünïcode","connector_channel_id":"spoofed"}`)
-	res, fail, _, _ := r.snapshot()
+	res, fail, _, _ := r.Snapshot()
 	if fail != nil {
 		t.Fatalf("failed: %+v", fail)
 	}
@@ -111,7 +111,7 @@ func TestSlowToolProgress(t *testing.T) {
 	e.authForm()
 	e.waitTools(4)
 	r := e.call("slow_count", `{"steps":5,"delay_ms":20}`)
-	res, fail, _, prog := r.snapshot()
+	res, fail, _, prog := r.Snapshot()
 	if fail != nil {
 		t.Fatalf("failed: %+v", fail)
 	}
@@ -138,7 +138,7 @@ func TestFailingTool(t *testing.T) {
 	e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	_, fail, _, _ := e.call("always_fail", `{}`).snapshot()
+	_, fail, _, _ := e.call("always_fail", `{}`).Snapshot()
 	if fail == nil || fail.Code != "xagent:target_rejected" || fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
@@ -154,7 +154,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 	e := newEnv(t)
 	b := e.start(nil)
 	e.waitTools(0)
-	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Code != agentproto.CodeUnavailable {
 		t.Fatalf("call before auth: %+v", fail)
 	}
@@ -201,7 +201,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 		t.Fatalf("binding = %s %s %s", chID, auth, connID)
 	}
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == chID }, "the gateway to switch to the bound channel")
-	if _, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot(); fail != nil {
+	if _, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot(); fail != nil {
 		t.Fatalf("call after auth: %+v", fail)
 	}
 
@@ -287,7 +287,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 		t.Errorf("binding after logout = %q %q", chID, auth)
 	}
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == "" }, "the route of the signed-out channel to be removed")
-	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Message != "the connector channel is not authenticated" {
 		t.Errorf("call after logout: %+v", fail)
 	}
@@ -314,16 +314,16 @@ func TestRestartMidCall(t *testing.T) {
 	r := newRun()
 	go b.Execute(context.Background(), tasks.Call{TaskID: "task-restart-0000000000", Tool: "slow_count",
 		Arguments: json.RawMessage(`{"steps":100,"delay_ms":30}`)}, r)
-	<-r.progress1
+	<-r.FirstProgress
 	if err := e.srv.Restart(100 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-r.done:
+	case <-r.Done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("call not settled after the restart")
 	}
-	_, fail, _, _ := r.snapshot()
+	_, fail, _, _ := r.Snapshot()
 	if fail == nil || fail.Code != agentproto.CodeUnavailable || !fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
@@ -331,7 +331,7 @@ func TestRestartMidCall(t *testing.T) {
 	if b.Client().ConnectorID() != connID {
 		t.Error("connector_id not kept across the reconnect (within the lease)")
 	}
-	if _, fail, _, _ := e.call("echo", `{"text":"back"}`).snapshot(); fail != nil {
+	if _, fail, _, _ := e.call("echo", `{"text":"back"}`).Snapshot(); fail != nil {
 		t.Fatalf("call after restart: %+v", fail)
 	}
 	slow := 0
@@ -360,16 +360,16 @@ func TestCancellationDiscardsLateAck(t *testing.T) {
 			Arguments: json.RawMessage(`{"steps":5,"delay_ms":40}`)}, r)
 		close(done)
 	}()
-	<-r.progress1
-	close(r.cancel)
+	<-r.FirstProgress
+	close(r.CancelReq)
 	<-done
-	res, fail, reason, _ := r.snapshot()
+	res, fail, reason, _ := r.Snapshot()
 	if res != nil || fail != nil || reason == "" {
 		t.Fatalf("not settled cancelled: %v %v %q", res, fail, reason)
 	}
 	// The late ack arrives and is discarded; the link stays healthy.
 	time.Sleep(300 * time.Millisecond)
-	if _, fail, _, _ := e.call("echo", `{"text":"after"}`).snapshot(); fail != nil {
+	if _, fail, _, _ := e.call("echo", `{"text":"after"}`).Snapshot(); fail != nil {
 		t.Fatalf("call after cancel: %+v", fail)
 	}
 }
@@ -385,7 +385,7 @@ func TestToolBecomesUnavailable(t *testing.T) {
 	if v3.Agent.Version == v4.Agent.Version || strings.Contains(strings.Join(v3.toolNames(), ","), "echo") {
 		t.Errorf("echo still projected: %v", v3.toolNames())
 	}
-	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Code != "xagent:connector_channel_unavailable" {
 		t.Errorf("call to an unavailable tool: %+v", fail)
 	}
@@ -418,7 +418,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 		o := b.o.ReadyWait
 		b.o.ReadyWait = 100 * time.Millisecond
 		defer func() { b.o.ReadyWait = o }()
-		return e.call("echo", `{"text":"x"}`).snapshot()
+		return e.call("echo", `{"text":"x"}`).Snapshot()
 	}()
 	if fail == nil || fail.Code != agentproto.CodeUnavailable {
 		t.Errorf("call while offline: %+v", fail)
@@ -577,7 +577,7 @@ func TestErrorPacketFailsCall(t *testing.T) {
 	e.waitTools(4)
 	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{ErrorPacketOnInvoke: "connection_not_authenticated"})
-	_, fail, _, _ := e.call("echo", `{"text":"x"}`).snapshot()
+	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Code != "xagent:connection_not_authenticated" {
 		t.Fatalf("failure = %+v", fail)
 	}
@@ -602,14 +602,14 @@ func TestProgressRoutedByRequestOnly(t *testing.T) {
 			Arguments: json.RawMessage(`{"steps":100,"delay_ms":20}`)}, a)
 	}()
 	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Invocations()) > 0 }, "caller A's tool.invoke at the connector")
-	close(a.cancel)
+	close(a.CancelReq)
 	<-aDone
-	if _, _, reason, _ := a.snapshot(); reason == "" {
+	if _, _, reason, _ := a.Snapshot(); reason == "" {
 		t.Fatal("caller A not cancelled")
 	}
 
 	r := e.call("slow_count", `{"steps":5,"delay_ms":60}`)
-	res, fail, _, prog := r.snapshot()
+	res, fail, _, prog := r.Snapshot()
 	if fail != nil || res == nil {
 		t.Fatalf("caller B: %+v %+v", res, fail)
 	}

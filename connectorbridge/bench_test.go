@@ -31,8 +31,8 @@ func BenchmarkEcho(b *testing.B) {
 		for b.Loop() {
 			r := newRun()
 			be.Execute(ctx, call, r)
-			if r.failure != nil || r.result == nil {
-				b.Fatalf("echo failed: %+v", r.failure)
+			if r.Failure != nil || r.Result == nil {
+				b.Fatalf("echo failed: %+v", r.Failure)
 			}
 		}
 	})

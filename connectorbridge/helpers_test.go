@@ -23,6 +23,7 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -49,63 +50,13 @@ func randomSecret(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// recRun is a recording tasks.Run.
-type recRun struct {
-	mu        sync.Mutex
-	progress  []tasks.Progress
-	result    *tasks.ToolResult
-	failure   *tasks.Failure
-	cancelled string
-	settled   bool
-	done      chan struct{}
-	cancel    chan struct{}
-	progress1 chan struct{}
-	once      sync.Once
-}
+// recRun is a recording tasks.Run that answers no input.
+type recRun = taskstest.Run
 
 func newRun() *recRun {
-	return &recRun{done: make(chan struct{}), cancel: make(chan struct{}), progress1: make(chan struct{})}
-}
-
-func (r *recRun) settle(f func()) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.settled {
-		return tasks.ErrSettled
-	}
-	r.settled = true
-	f()
-	close(r.done)
-	return nil
-}
-
-func (r *recRun) Progress(p tasks.Progress) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.settled {
-		return tasks.ErrSettled
-	}
-	r.progress = append(r.progress, p)
-	r.once.Do(func() { close(r.progress1) })
-	return nil
-}
-
-func (r *recRun) RequestInput(context.Context, tasks.InputRequest) (json.RawMessage, error) {
-	return nil, errors.New("no input in tests")
-}
-func (r *recRun) Complete(x tasks.ToolResult) error { return r.settle(func() { r.result = &x }) }
-func (r *recRun) Fail(f tasks.Failure) error        { return r.settle(func() { r.failure = &f }) }
-func (r *recRun) Cancelled(reason string) error {
-	return r.settle(func() { r.cancelled = reason })
-}
-func (r *recRun) CancelRequested() <-chan struct{} { return r.cancel }
-
-var _ tasks.Run = (*recRun)(nil)
-
-func (r *recRun) snapshot() (*tasks.ToolResult, *tasks.Failure, string, []tasks.Progress) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.result, r.failure, r.cancelled, append([]tasks.Progress(nil), r.progress...)
+	r := taskstest.NewRun()
+	r.Answer = func(tasks.InputRequest) (json.RawMessage, error) { return nil, errors.New("no input in tests") }
+	return r
 }
 
 // fakePublisher validates every manifest against the spec's normative
@@ -573,7 +524,7 @@ func (e *env) call(tool string, args string) *recRun {
 	e.b.Execute(ctx, tasks.Call{TaskID: randomSecret("task-"), Caller: "alice@example.test", Endpoint: e.endpoint,
 		Tool: tool, Arguments: json.RawMessage(args)}, r)
 	select {
-	case <-r.done:
+	case <-r.Done:
 	default:
 		e.t.Fatalf("Execute returned without settling the task")
 	}

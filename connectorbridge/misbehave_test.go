@@ -53,7 +53,7 @@ func TestMisbehaviourSwitches(t *testing.T) {
 				e.waitAvailable(false, "the agent without a valid hello to be unavailable")
 			}
 			r := e.call("echo", `{"text":"probe"}`)
-			_, fail, _, _ := r.snapshot()
+			_, fail, _, _ := r.Snapshot()
 			switch {
 			case c.wantCode == "" && fail != nil:
 				t.Errorf("call failed: %+v", fail)
@@ -64,7 +64,7 @@ func TestMisbehaviourSwitches(t *testing.T) {
 
 			e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
 			waitUntil(t, 10*time.Second, func() bool { return b.Client().Descriptor().Active() }, "recovery")
-			if _, fail, _, _ := e.call("echo", `{"text":"again"}`).snapshot(); fail != nil {
+			if _, fail, _, _ := e.call("echo", `{"text":"again"}`).Snapshot(); fail != nil {
 				t.Fatalf("no recovery: %+v", fail)
 			}
 			if c.m.OversizedPackets || c.m.DisconnectMidInvoke {
@@ -106,7 +106,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	e.waitTools(4)
 	var results bytes.Buffer
 	record := func(r *recRun) {
-		res, fail, reason, prog := r.snapshot()
+		res, fail, reason, prog := r.Snapshot()
 		json.NewEncoder(&results).Encode(struct {
 			R *tasks.ToolResult
 			F *tasks.Failure
@@ -116,7 +116,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	leak := e.call("leak_key", `{}`)
 	record(leak)
-	res, fail, _, _ := leak.snapshot()
+	res, fail, _, _ := leak.Snapshot()
 	if fail != nil || !strings.Contains(string(res.StructuredContent), "[redacted]") {
 		t.Fatalf("leak_key: %+v %+v", res, fail)
 	}
@@ -193,7 +193,7 @@ func TestBadPacketsNoCrash(t *testing.T) {
 			t.Errorf("no log line %q", want)
 		}
 	}
-	if _, fail, _, _ := e.call("echo", `{"text":"still fine"}`).snapshot(); fail != nil {
+	if _, fail, _, _ := e.call("echo", `{"text":"still fine"}`).Snapshot(); fail != nil {
 		t.Fatalf("call after bad packets: %+v", fail)
 	}
 }

@@ -241,47 +241,47 @@ func TestEverythingCalls(t *testing.T) {
 
 	t.Run("echo", func(t *testing.T) {
 		r := s.exec(t, "echo", `{"message":"hello bridge"}`, nil)
-		if got := textOf(t, r.result); got != "Echo: hello bridge" {
-			t.Errorf("echo = %q (%s)", got, r.outcome())
+		if got := textOf(t, r.Result); got != "Echo: hello bridge" {
+			t.Errorf("echo = %q (%s)", got, r.Outcome())
 		}
 	})
 	t.Run("get-sum", func(t *testing.T) {
 		r := s.exec(t, "get-sum", `{"a":2,"b":40}`, nil)
-		if got := textOf(t, r.result); !strings.Contains(got, "42") {
+		if got := textOf(t, r.Result); !strings.Contains(got, "42") {
 			t.Errorf("get-sum = %q", got)
 		}
 	})
 	t.Run("get-structured-content", func(t *testing.T) {
 		r := s.exec(t, "get-structured-content", `{"location":"Chicago"}`, nil)
-		if r.result == nil || r.result.StructuredContent == nil {
-			t.Fatalf("no structuredContent: %s", r.outcome())
+		if r.Result == nil || r.Result.StructuredContent == nil {
+			t.Fatalf("no structuredContent: %s", r.Outcome())
 		}
 		var sc map[string]any
-		json.Unmarshal(r.result.StructuredContent, &sc)
+		json.Unmarshal(r.Result.StructuredContent, &sc)
 		want := map[string]any{"temperature": 36.0, "conditions": "Light rain / drizzle", "humidity": 82.0}
 		if !reflect.DeepEqual(sc, want) {
 			t.Errorf("structuredContent = %v", sc)
 		}
-		if r.result.IsError != nil {
-			t.Errorf("isError = %v, want absent as the server sent it", *r.result.IsError)
+		if r.Result.IsError != nil {
+			t.Errorf("isError = %v, want absent as the server sent it", *r.Result.IsError)
 		}
 	})
 	t.Run("unknown tool", func(t *testing.T) {
 		r := s.exec(t, "no-such-tool", `{}`, nil)
 		// The TypeScript SDK reports an unknown tool as an isError
 		// result, which is a completed call.
-		if r.result == nil && (r.failure == nil || !strings.HasPrefix(r.failure.Code, "mcp:")) {
-			t.Errorf("unknown tool: %s", r.outcome())
+		if r.Result == nil && (r.Failure == nil || !strings.HasPrefix(r.Failure.Code, "mcp:")) {
+			t.Errorf("unknown tool: %s", r.Outcome())
 		}
 	})
 	t.Run("progress", func(t *testing.T) {
 		r := s.exec(t, "trigger-long-running-operation", `{"duration":1,"steps":5}`, nil)
-		if r.result == nil {
-			t.Fatal(r.outcome())
+		if r.Result == nil {
+			t.Fatal(r.Outcome())
 		}
 		var last float64 = -1
 		n := 0
-		for _, p := range r.progress {
+		for _, p := range r.Updates {
 			if p.Percent == nil {
 				continue
 			}
@@ -297,14 +297,14 @@ func TestEverythingCalls(t *testing.T) {
 	})
 	t.Run("elicitation", func(t *testing.T) {
 		r := newFakeRun()
-		r.answer = func(req tasks.InputRequest) (json.RawMessage, error) {
+		r.Answer = func(req tasks.InputRequest) (json.RawMessage, error) {
 			return json.RawMessage(`{"name":"Ada Lovelace","check":true,"integer":7}`), nil
 		}
 		s.exec(t, "trigger-elicitation-request", `{}`, r)
-		if len(r.inputs) != 1 {
-			t.Fatalf("%d input requests", len(r.inputs))
+		if len(r.Inputs) != 1 {
+			t.Fatalf("%d input requests", len(r.Inputs))
 		}
-		in := r.inputs[0]
+		in := r.Inputs[0]
 		if in.Question != "Please provide inputs for the following fields:" {
 			t.Errorf("question = %q", in.Question)
 		}
@@ -321,7 +321,7 @@ func TestEverythingCalls(t *testing.T) {
 		if _, err := schema.Compile(in.Schema); err != nil {
 			t.Errorf("elicitation schema not accepted by the gateway: %v", err)
 		}
-		got := textOf(t, r.result)
+		got := textOf(t, r.Result)
 		for _, want := range []string{"Name: Ada Lovelace", "Agreed to terms: true", "Favorite Integer: 7", `"action": "accept"`} {
 			if !strings.Contains(got, want) {
 				t.Errorf("result lacks %q:\n%s", want, got)
@@ -344,7 +344,7 @@ func TestEverythingCalls(t *testing.T) {
 		var items []struct {
 			Type, Data, MimeType string
 		}
-		json.Unmarshal(r.result.Content, &items)
+		json.Unmarshal(r.Result.Content, &items)
 		var got []byte
 		for _, it := range items {
 			if it.Type == "image" {
@@ -396,16 +396,16 @@ func TestEverythingCancel(t *testing.T) {
 		close(done)
 	}()
 	select {
-	case <-r.progressCh:
+	case <-r.ProgressCh:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no progress before cancelling")
 	}
 	cancelAt := time.Now()
-	close(r.cancelReq)
-	r.wait(t, 10*time.Second)
+	close(r.CancelReq)
+	r.Wait(t, 10*time.Second)
 	<-done
-	if r.cancel == "" || r.result != nil || r.failure != nil {
-		t.Fatalf("want cancelled, got %s", r.outcome())
+	if r.CancelReason == "" || r.Result != nil || r.Failure != nil {
+		t.Fatalf("want cancelled, got %s", r.Outcome())
 	}
 
 	id := callID(s.framesCopy(), "trigger-long-running-operation")
@@ -439,7 +439,7 @@ func TestEverythingCancel(t *testing.T) {
 		t.Error("the server answered the cancelled call: it did not act on notifications/cancelled")
 	}
 	// The session is still usable.
-	if got := textOf(t, s.exec(t, "echo", `{"message":"after"}`, nil).result); got != "Echo: after" {
+	if got := textOf(t, s.exec(t, "echo", `{"message":"after"}`, nil).Result); got != "Echo: after" {
 		t.Errorf("echo after cancel = %q", got)
 	}
 }
@@ -453,15 +453,15 @@ func TestEverythingCancelDuringInput(t *testing.T) {
 		close(done)
 	}()
 	select {
-	case <-r.inputCh:
+	case <-r.InputCh:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no input request")
 	}
-	close(r.cancelReq)
-	r.wait(t, 10*time.Second)
+	close(r.CancelReq)
+	r.Wait(t, 10*time.Second)
 	<-done
-	if r.cancel == "" {
-		t.Fatalf("want cancelled, got %s", r.outcome())
+	if r.CancelReason == "" {
+		t.Fatalf("want cancelled, got %s", r.Outcome())
 	}
 	// The elicitation was answered "cancel" so the server is not left
 	// waiting: find our response to its elicitation/create.
@@ -495,15 +495,15 @@ func TestEverythingCancelDuringInput(t *testing.T) {
 func TestEverythingInputExpiry(t *testing.T) {
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	r := newFakeRun()
-	r.answer = func(tasks.InputRequest) (json.RawMessage, error) {
+	r.Answer = func(tasks.InputRequest) (json.RawMessage, error) {
 		// What the engine does when the input request expires: it
 		// settles the task and tells the executor.
-		r.settle(func() { r.failure = &tasks.Failure{Code: agentproto.CodeInputExpired} })
+		r.Fail(tasks.Failure{Code: agentproto.CodeInputExpired})
 		return nil, tasks.ErrInputExpired
 	}
 	s.exec(t, "trigger-elicitation-request", `{}`, r)
-	if r.failure == nil || r.failure.Code != agentproto.CodeInputExpired {
-		t.Fatalf("got %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeInputExpired {
+		t.Fatalf("got %s", r.Outcome())
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -529,17 +529,17 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 		close(done)
 	}()
 	select {
-	case <-r.progressCh:
+	case <-r.ProgressCh:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no progress")
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r.wait(t, 10*time.Second)
+	r.Wait(t, 10*time.Second)
 	<-done
-	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
-		t.Fatalf("want retryable unavailable, got %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable || !r.Failure.Retryable {
+		t.Fatalf("want retryable unavailable, got %s", r.Outcome())
 	}
 	select {
 	case up := <-s.avail.ch:
@@ -553,7 +553,7 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 	if s.b.current().proc.pid == pid {
 		t.Fatal("same process after restart")
 	}
-	if got := textOf(t, s.exec(t, "echo", `{"message":"again"}`, nil).result); got != "Echo: again" {
+	if got := textOf(t, s.exec(t, "echo", `{"message":"again"}`, nil).Result); got != "Echo: again" {
 		t.Errorf("echo after restart = %q", got)
 	}
 	if v, _ := s.b.Current(); v != first {
@@ -576,8 +576,8 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 	}
 	r := newFakeRun()
 	b.Execute(context.Background(), tasks.Call{TaskID: "t", Tool: "echo"}, r)
-	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
-		t.Fatalf("got %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable || !r.Failure.Retryable {
+		t.Fatalf("got %s", r.Outcome())
 	}
 	err = b.Initialize(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "mcp-server") {
@@ -604,9 +604,9 @@ func TestEverythingDeadlineAndShutdown(t *testing.T) {
 	r := newFakeRun()
 	s.b.Execute(context.Background(), tasks.Call{TaskID: "t-dl", Tool: "trigger-long-running-operation",
 		Arguments: json.RawMessage(`{"duration":5,"steps":5}`), Deadline: time.Now().Add(300 * time.Millisecond)}, r)
-	r.wait(t, 10*time.Second)
-	if r.failure == nil || r.failure.Code != agentproto.CodeDeadlineExpired {
-		t.Errorf("deadline: %s", r.outcome())
+	r.Wait(t, 10*time.Second)
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeDeadlineExpired {
+		t.Errorf("deadline: %s", r.Outcome())
 	}
 
 	// Gateway shutdown: Execute returns and leaves settlement (interrupted)
@@ -625,7 +625,7 @@ func TestEverythingDeadlineAndShutdown(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Execute did not return on shutdown")
 	}
-	if got := r.outcome(); got != "not settled" {
+	if got := r.Outcome(); got != "not settled" {
 		t.Errorf("shutdown settled the task: %s", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
 const testJID = "everything@agents.example.test"
@@ -106,108 +107,10 @@ func (a *recAvailability) SetAvailable(endpoint string, up bool) {
 	a.ch <- up
 }
 
-// fakeRun records what an executor reports. It plays the engine's part
-// only as far as a test needs: it refuses reports after settlement.
-type fakeRun struct {
-	mu       sync.Mutex
-	progress []tasks.Progress
-	inputs   []tasks.InputRequest
-	result   *tasks.ToolResult
-	failure  *tasks.Failure
-	cancel   string
-	settled  bool
+// fakeRun records what an executor reports.
+type fakeRun = taskstest.Run
 
-	answer     func(tasks.InputRequest) (json.RawMessage, error) // nil blocks until ctx ends
-	cancelReq  chan struct{}
-	done       chan struct{}
-	progressCh chan tasks.Progress
-	inputCh    chan tasks.InputRequest
-}
-
-func newFakeRun() *fakeRun {
-	return &fakeRun{
-		cancelReq:  make(chan struct{}),
-		done:       make(chan struct{}),
-		progressCh: make(chan tasks.Progress, 100),
-		inputCh:    make(chan tasks.InputRequest, 10),
-	}
-}
-
-func (r *fakeRun) Progress(p tasks.Progress) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.settled {
-		return tasks.ErrSettled
-	}
-	r.progress = append(r.progress, p)
-	r.progressCh <- p
-	return nil
-}
-
-func (r *fakeRun) RequestInput(ctx context.Context, req tasks.InputRequest) (json.RawMessage, error) {
-	r.mu.Lock()
-	if r.settled {
-		r.mu.Unlock()
-		return nil, tasks.ErrSettled
-	}
-	r.inputs = append(r.inputs, req)
-	answer := r.answer
-	r.mu.Unlock()
-	r.inputCh <- req
-	if answer != nil {
-		return answer(req)
-	}
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
-func (r *fakeRun) settle(f func()) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.settled {
-		return tasks.ErrSettled
-	}
-	r.settled = true
-	f()
-	close(r.done)
-	return nil
-}
-
-func (r *fakeRun) Complete(tr tasks.ToolResult) error {
-	return r.settle(func() { r.result = &tr })
-}
-
-func (r *fakeRun) Fail(f tasks.Failure) error { return r.settle(func() { r.failure = &f }) }
-
-func (r *fakeRun) Cancelled(reason string) error {
-	return r.settle(func() { r.cancel = reason })
-}
-
-func (r *fakeRun) CancelRequested() <-chan struct{} { return r.cancelReq }
-
-func (r *fakeRun) wait(tb testing.TB, d time.Duration) {
-	tb.Helper()
-	select {
-	case <-r.done:
-	case <-time.After(d):
-		tb.Fatalf("task not settled within %v", d)
-	}
-}
-
-// outcome describes how the run settled, for failure messages.
-func (r *fakeRun) outcome() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.result != nil:
-		return "completed: " + string(r.result.Content)
-	case r.failure != nil:
-		return "failed: " + r.failure.Code + ": " + r.failure.Message
-	case r.settled:
-		return "cancelled: " + r.cancel
-	}
-	return "not settled"
-}
+func newFakeRun() *fakeRun { return taskstest.NewRun() }
 
 // started is a running Backend under test.
 type started struct {
@@ -309,7 +212,7 @@ func (s *started) exec(t *testing.T, tool, args string, r *fakeRun) *fakeRun {
 		r = newFakeRun()
 	}
 	s.b.Execute(context.Background(), tasks.Call{TaskID: "task-1", Tool: tool, Arguments: json.RawMessage(args), Endpoint: testJID}, r)
-	r.wait(t, 30*time.Second)
+	r.Wait(t, 30*time.Second)
 	return r
 }
 

@@ -112,23 +112,23 @@ func testHTTPBridge(t *testing.T, stateless bool, version string) {
 		t.Errorf("mcpProtocolVersion %q, want %q", doc.MCPProtocolVersion, version)
 	}
 
-	if got := textOf(t, s.exec(t, "echo", `{"message":"over http"}`, nil).result); got != "echo: over http" {
+	if got := textOf(t, s.exec(t, "echo", `{"message":"over http"}`, nil).Result); got != "echo: over http" {
 		t.Errorf("echo = %q", got)
 	}
 	r := s.exec(t, "count", `{}`, nil)
-	if got := textOf(t, r.result); got != "counted" || len(r.progress) != 3 || *r.progress[2].Percent != 100 || r.progress[0].Message != "step 1" {
-		t.Errorf("count = %q, progress %+v", got, r.progress)
+	if got := textOf(t, r.Result); got != "counted" || len(r.Updates) != 3 || *r.Updates[2].Percent != 100 || r.Updates[0].Message != "step 1" {
+		t.Errorf("count = %q, progress %+v", got, r.Updates)
 	}
 	ask := newFakeRun()
-	ask.answer = func(req tasks.InputRequest) (json.RawMessage, error) {
+	ask.Answer = func(req tasks.InputRequest) (json.RawMessage, error) {
 		if req.Question != "Favourite colour?" {
 			return nil, errAnswer
 		}
 		return json.RawMessage(`{"color":"teal"}`), nil
 	}
 	s.exec(t, "ask", `{}`, ask)
-	if got := textOf(t, ask.result); got != "accept teal" {
-		t.Errorf("ask = %q (%s)", got, ask.outcome())
+	if got := textOf(t, ask.Result); got != "accept teal" {
+		t.Errorf("ask = %q (%s)", got, ask.Outcome())
 	}
 	if rejected.Load() != 0 {
 		t.Errorf("%d requests without the header", rejected.Load())
@@ -172,7 +172,7 @@ func TestHTTPConcurrentInputAttributed(t *testing.T) {
 	runs := []*fakeRun{newFakeRun(), newFakeRun()}
 	release := make(chan struct{})
 	for i, color := range []string{"red", "blue"} {
-		runs[i].answer = func(tasks.InputRequest) (json.RawMessage, error) {
+		runs[i].Answer = func(tasks.InputRequest) (json.RawMessage, error) {
 			<-release // both questions are open at once
 			return json.RawMessage(`{"color":"` + color + `"}`), nil
 		}
@@ -180,15 +180,15 @@ func TestHTTPConcurrentInputAttributed(t *testing.T) {
 	}
 	for _, r := range runs {
 		select {
-		case <-r.inputCh:
+		case <-r.InputCh:
 		case <-time.After(10 * time.Second):
 			t.Fatal("input request not attributed")
 		}
 	}
 	close(release)
 	for i, want := range []string{"accept red", "accept blue"} {
-		runs[i].wait(t, 10*time.Second)
-		if got := textOf(t, runs[i].result); got != want {
+		runs[i].Wait(t, 10*time.Second)
+		if got := textOf(t, runs[i].Result); got != want {
 			t.Errorf("run %d: %q, want %q", i, got, want)
 		}
 	}
@@ -204,24 +204,24 @@ func TestHTTPLegacyAmbiguousInputRefused(t *testing.T) {
 	s := start(t, httpAgent(url), nil)
 	first := newFakeRun()
 	release := make(chan struct{})
-	first.answer = func(tasks.InputRequest) (json.RawMessage, error) {
+	first.Answer = func(tasks.InputRequest) (json.RawMessage, error) {
 		<-release
 		return json.RawMessage(`{"color":"green"}`), nil
 	}
 	go s.b.Execute(context.Background(), tasks.Call{TaskID: "one", Tool: "ask", Arguments: json.RawMessage(`{}`)}, first)
 	select {
-	case <-first.inputCh:
+	case <-first.InputCh:
 	case <-time.After(10 * time.Second):
 		t.Fatal("sole call's input not attributed")
 	}
 	second := s.exec(t, "ask", `{}`, nil)
 	// The go-sdk server passes our refusal on as a JSON-RPC error.
-	if len(second.inputs) != 0 || second.failure == nil || !strings.HasPrefix(second.failure.Code, "mcp:") {
-		t.Errorf("second call: inputs %d, %s", len(second.inputs), second.outcome())
+	if len(second.Inputs) != 0 || second.Failure == nil || !strings.HasPrefix(second.Failure.Code, "mcp:") {
+		t.Errorf("second call: inputs %d, %s", len(second.Inputs), second.Outcome())
 	}
 	close(release)
-	first.wait(t, 10*time.Second)
-	if got := textOf(t, first.result); got != "accept green" {
+	first.Wait(t, 10*time.Second)
+	if got := textOf(t, first.Result); got != "accept green" {
 		t.Errorf("first = %q", got)
 	}
 	if !slices.Contains(s.b.SemanticLosses(), agentproto.CodeUnattributedElicitation) {
@@ -249,12 +249,12 @@ func TestHTTPServerDownAndBack(t *testing.T) {
 		t.Fatal("server loss not noticed")
 	}
 	r := s.exec(t, "echo", `{"message":"x"}`, nil)
-	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
-		t.Errorf("call while down: %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable || !r.Failure.Retryable {
+		t.Errorf("call while down: %s", r.Outcome())
 	}
 	httpServerAt(t, token, false, addr)
 	s.waitUp(t, 30*time.Second)
-	if got := textOf(t, s.exec(t, "echo", `{"message":"back"}`, nil).result); got != "echo: back" {
+	if got := textOf(t, s.exec(t, "echo", `{"message":"back"}`, nil).Result); got != "echo: back" {
 		t.Errorf("echo = %q", got)
 	}
 }

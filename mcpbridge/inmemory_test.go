@@ -33,7 +33,7 @@ func TestInMemorySDKServer(t *testing.T) {
 		t.Errorf("manifest agent %+v, tools %d", doc.Agent, len(doc.Tools))
 	}
 	r := s.exec(t, "greet", `{"name":"ada"}`, nil)
-	if got := textOf(t, r.result); got != "hello ada" {
-		t.Errorf("greet = %q (%s)", got, r.outcome())
+	if got := textOf(t, r.Result); got != "hello ada" {
+		t.Errorf("greet = %q (%s)", got, r.Outcome())
 	}
 }

@@ -112,27 +112,27 @@ func TestRawCalls(t *testing.T) {
 	s := start(t, rawAgent(t, secret), nil)
 
 	r := s.exec(t, "plain", `{"v":"x"}`, nil)
-	if r.result == nil {
-		t.Fatal(r.outcome())
+	if r.Result == nil {
+		t.Fatal(r.Outcome())
 	}
-	if string(r.result.Content) != `[{"type":"text","text":"ok","annotations":{"audience":["user"],"priority":0.5},"_meta":{"m":1},"x-extra":true}]` {
-		t.Errorf("content not byte-identical: %s", r.result.Content)
+	if string(r.Result.Content) != `[{"type":"text","text":"ok","annotations":{"audience":["user"],"priority":0.5},"_meta":{"m":1},"x-extra":true}]` {
+		t.Errorf("content not byte-identical: %s", r.Result.Content)
 	}
-	if r.result.IsError == nil || *r.result.IsError {
-		t.Errorf("isError %v, want explicit false", r.result.IsError)
+	if r.Result.IsError == nil || *r.Result.IsError {
+		t.Errorf("isError %v, want explicit false", r.Result.IsError)
 	}
-	if string(r.result.StructuredContent) != `{"a":[1,2.5,"x"]}` || string(r.result.Meta) != `{"r":2}` {
-		t.Errorf("structuredContent %s _meta %s", r.result.StructuredContent, r.result.Meta)
+	if string(r.Result.StructuredContent) != `{"a":[1,2.5,"x"]}` || string(r.Result.Meta) != `{"r":2}` {
+		t.Errorf("structuredContent %s _meta %s", r.Result.StructuredContent, r.Result.Meta)
 	}
 
 	r = s.exec(t, "secret-echo", `{}`, nil)
-	if got := textOf(t, r.result); got != "the key is [redacted]" {
+	if got := textOf(t, r.Result); got != "the key is [redacted]" {
 		t.Errorf("secret-echo = %q", got)
 	}
 
 	r = s.exec(t, "rpc-error", `{}`, nil)
-	if r.failure == nil || r.failure.Code != "mcp:-32000" || strings.Contains(r.failure.Message, "boom") || strings.Contains(r.failure.Message, secret) {
-		t.Errorf("rpc-error: %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != "mcp:-32000" || strings.Contains(r.Failure.Message, "boom") || strings.Contains(r.Failure.Message, secret) {
+		t.Errorf("rpc-error: %s", r.Outcome())
 	}
 
 	for tool, code := range map[string]string{
@@ -141,8 +141,8 @@ func TestRawCalls(t *testing.T) {
 		"url-elicit": agentproto.CodeUnsupportedURLElicitation,
 	} {
 		r = s.exec(t, tool, `{}`, nil)
-		if r.failure == nil || r.failure.Code != code || r.failure.Retryable {
-			t.Errorf("%s: %s, want %s", tool, r.outcome(), code)
+		if r.Failure == nil || r.Failure.Code != code || r.Failure.Retryable {
+			t.Errorf("%s: %s, want %s", tool, r.Outcome(), code)
 		}
 	}
 	if l := s.b.SemanticLosses(); !slices.Equal(l, []string{agentproto.CodeUnsupportedRoots, agentproto.CodeUnsupportedSampling, agentproto.CodeUnsupportedURLElicitation}) {
@@ -171,11 +171,11 @@ func TestRawCalls(t *testing.T) {
 
 	// A server that exits mid-call.
 	r = s.exec(t, "die", `{}`, nil)
-	if r.failure == nil || r.failure.Code != agentproto.CodeUnavailable || !r.failure.Retryable {
-		t.Errorf("die: %s", r.outcome())
+	if r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable || !r.Failure.Retryable {
+		t.Errorf("die: %s", r.Outcome())
 	}
 	s.waitUp(t, 30*time.Second)
-	if got := textOf(t, s.exec(t, "plain", `{}`, nil).result); got != "ok" {
+	if got := textOf(t, s.exec(t, "plain", `{}`, nil).Result); got != "ok" {
 		t.Errorf("after restart: %q", got)
 	}
 	if strings.Contains(s.logs.String(), secret) {
@@ -201,24 +201,24 @@ func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
 		s.b.Execute(context.Background(), tasks.Call{TaskID: "task-a", Tool: "late-ask", Arguments: json.RawMessage(`{}`), Endpoint: testJID}, a)
 	}()
 	select {
-	case <-a.progressCh:
+	case <-a.ProgressCh:
 	case <-time.After(10 * time.Second):
 		t.Fatal("late-ask did not start")
 	}
-	close(a.cancelReq)
-	a.wait(t, 10*time.Second)
+	close(a.CancelReq)
+	a.Wait(t, 10*time.Second)
 	<-aDone
-	if a.outcome() == "not settled" || a.result != nil || a.failure != nil {
-		t.Fatalf("caller A: %s, want cancelled", a.outcome())
+	if a.Outcome() == "not settled" || a.Result != nil || a.Failure != nil {
+		t.Fatalf("caller A: %s, want cancelled", a.Outcome())
 	}
 
 	b := newFakeRun()
-	b.answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"blue"}`), nil }
+	b.Answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"blue"}`), nil }
 	s.exec(t, "after-cancel", `{}`, b)
-	if len(b.inputs) != 0 {
-		t.Errorf("caller B was shown caller A's question: %+v", b.inputs)
+	if len(b.Inputs) != 0 {
+		t.Errorf("caller B was shown caller A's question: %+v", b.Inputs)
 	}
-	if got := textOf(t, b.result); got != "late question refused" {
+	if got := textOf(t, b.Result); got != "late question refused" {
 		t.Errorf("caller B: %q, want the late question refused", got)
 	}
 	if logs := s.logs.String(); !strings.Contains(logs, "MCP elicitation refused") || !strings.Contains(logs, "abandoned call may still be running") {
@@ -228,12 +228,12 @@ func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
 	// The server has answered A's request since: the next sole call's
 	// question is attributed again.
 	c := newFakeRun()
-	c.answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"green"}`), nil }
+	c.Answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"green"}`), nil }
 	s.exec(t, "form-ask", `{}`, c)
-	if len(c.inputs) != 1 || c.inputs[0].Question != "Favourite colour?" {
-		t.Errorf("caller C inputs %+v", c.inputs)
+	if len(c.Inputs) != 1 || c.Inputs[0].Question != "Favourite colour?" {
+		t.Errorf("caller C inputs %+v", c.Inputs)
 	}
-	if got := textOf(t, c.result); got != `answered: {"action":"accept","content":{"color":"green"}}` {
+	if got := textOf(t, c.Result); got != `answered: {"action":"accept","content":{"color":"green"}}` {
 		t.Errorf("caller C: %q", got)
 	}
 }

@@ -235,7 +235,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	case <-comp.Ready():
 	case err := <-done:
 		done <- err // for the deferred wait
-		d.fail("xmpp handshake", "%s", handshakeProblem(err, domain, addr))
+		d.fail("xmpp handshake", "%s", handshakeProblem(err, domain))
 		d.skip("xmpp ping", "no component session")
 		return
 	case <-wait.C:
@@ -257,7 +257,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	}
 	d.ok("xmpp handshake", "%s accepted the component secret for %s", addr, domain)
 
-	server := parentDomain(dom)
+	server := component.ParentDomain(dom)
 	ping := component.NewIQ("get", "", dom, server, xmltree.New(ns.Ping, "ping"))
 	pctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
@@ -278,18 +278,14 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	}
 }
 
-// handshakeProblem words the reason Run gave up.
-func handshakeProblem(err error, domain, addr string) string {
+// handshakeProblem words the reason Run gave up: the component's own
+// advice (component.FatalAdvice), except for a conflict, which while doctor
+// runs means the doctor's session met another one.
+func handshakeProblem(err error, domain string) string {
 	var fe *component.FatalError
 	if errors.As(err, &fe) {
-		switch fe.Condition {
-		case "not-authorized":
-			return "the server rejected the component secret for " + domain + ": check secret_env/secret_file against the server's component secret"
-		case "conflict":
+		if fe.Condition == "conflict" {
 			return "another component session is connected for " + domain + ": a gateway (or something else) is already connected as " + domain + "; stop it before running doctor"
-		case "host-unknown", "host-gone":
-			return "the server at " + addr + " does not accept " + domain + " as an external component: declare it (Prosody: Component \"" + domain +
-				"\"; ejabberd: a host of the ejabberd_service listener; Openfire: the subdomain on Server > Server Settings > External Components) or fix [xmpp] component_domain"
 		}
 		return fe.Advice
 	}
@@ -297,18 +293,6 @@ func handshakeProblem(err error, domain, addr string) string {
 		return "the component stopped before the handshake"
 	}
 	return err.Error()
-}
-
-// parentDomain is the server domain the component pings: agents.example.com
-// → example.com, as the component's own keepalive does.
-func parentDomain(d jid.JID) jid.JID {
-	s := d.Domainpart()
-	if i := strings.IndexByte(s, '.'); i > 0 && i < len(s)-1 {
-		if p, err := jid.Parse(s[i+1:]); err == nil {
-			return p
-		}
-	}
-	return d
 }
 
 // lastError keeps the most recent "err" attribute the component logged, so

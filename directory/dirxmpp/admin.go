@@ -44,10 +44,6 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 	}
 	p := iq.Payload
 	op := p.Name.Local
-	// registration-status only reads, so it is accepted as get or set.
-	if op != "registration-status" && iq.Type != "set" {
-		return nil, agentproto.ErrBadRequest("This operation must be an IQ set.")
-	}
 	if op == "register" {
 		return a.register(ctx, p)
 	}

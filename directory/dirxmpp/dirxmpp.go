@@ -58,18 +58,7 @@ type Deps struct {
 	ColdStart func(endpoint string) bool
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
-	// Limiter rate-limits discovery and metadata requests; nil allows
-	// everything.
-	Limiter Limiter
-	Log     *slog.Logger
-}
-
-// Limiter rate-limits requesters by bare JID.
-type Limiter interface {
-	// Allow takes one token for requester. schema selects the budget of
-	// manifest and schema retrieval; otherwise it is discovery's
-	// (directory listing, search, endpoint and tool information, vCards).
-	Allow(requester string, schema bool) bool
+	Log    *slog.Logger
 }
 
 type service struct {
@@ -96,23 +85,30 @@ func Register(r *component.Router, d Deps) *Presence {
 		s.domain = r.Domain()
 	}
 
-	r.HandleGatewayIQ(ns.DiscoInfo, "query", component.IQHandlerFunc(s.gatewayInfo))
-	r.HandleGatewayIQ(ns.DiscoItems, "query", component.IQHandlerFunc(s.gatewayItems))
-	r.HandleGatewayIQ(ns.Search, "query", component.IQHandlerFunc(s.search))
+	// Each payload is registered for the IQ types it takes; the router
+	// answers any other type (bad-request). Rate limits are the router's.
+	get, set := component.IQGet, component.IQSet
+	r.HandleGatewayIQ(get, ns.DiscoInfo, "query", component.IQHandlerFunc(s.gatewayInfo))
+	r.HandleGatewayIQ(get, ns.DiscoItems, "query", component.IQHandlerFunc(s.gatewayItems))
+	r.HandleGatewayIQ(get, ns.Search, "query", component.IQHandlerFunc(searchFormIQ))
+	r.HandleGatewayIQ(set, ns.Search, "query", component.IQHandlerFunc(s.search))
 	if d.Admin != nil {
 		a := &admin{s: s}
 		for _, op := range adminOps {
-			r.HandleGatewayIQ(ns.API, op, component.IQHandlerFunc(a.handle))
+			r.HandleGatewayIQ(set, ns.API, op, component.IQHandlerFunc(a.handle))
 		}
+		// registration-status only reads, so it is accepted as get or set.
+		r.HandleGatewayIQ(get, ns.API, "registration-status", component.IQHandlerFunc(a.handle))
 	}
 
 	// Discovery and metadata are AccessVisible: the router already answers
 	// item-not-found for nonexistent or hidden endpoints.
-	r.HandleEndpointIQ(ns.DiscoInfo, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointInfo))
-	r.HandleEndpointIQ(ns.DiscoItems, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointItems))
-	r.HandleEndpointIQ(ns.API, "manifest-request", component.AccessVisible, component.IQHandlerFunc(s.manifest))
-	r.HandleEndpointIQ(ns.API, "schema-request", component.AccessVisible, component.IQHandlerFunc(s.schema))
-	r.HandleEndpointIQ(ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(s.vcard))
+	r.HandleEndpointIQ(get, ns.DiscoInfo, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointInfo))
+	r.HandleEndpointIQ(get, ns.DiscoItems, "query", component.AccessVisible, component.IQHandlerFunc(s.endpointItems))
+	r.HandleEndpointIQ(get, ns.API, "manifest-request", component.AccessVisible, component.IQHandlerFunc(s.manifest))
+	r.HandleEndpointIQ(get, ns.API, "schema-request", component.AccessVisible, component.IQHandlerFunc(s.schema))
+	r.HandleEndpointIQ(get, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(s.vcard))
+	r.HandleEndpointIQ(set, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(vcardSet))
 
 	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Log)
 	if d.Sender != nil {
@@ -132,23 +128,6 @@ func (s *service) visible(req string) func(string) bool {
 	return s.Policy.VisibleFunc(req)
 }
 
-// allow applies the rate limit. Endpoint handlers run only after the
-// router found the endpoint visible, so a refusal never tells a hidden
-// endpoint from a nonexistent one.
-func (s *service) allow(iq component.IQ, schema bool) error {
-	if s.Limiter != nil && !s.Limiter.Allow(requester(iq), schema) {
-		return agentproto.ErrResourceConstraint("Rate limit reached; retry later.")
-	}
-	return nil
-}
-
-// getOnly rejects IQ sets on read-only queries.
-func getOnly(iq component.IQ) error {
-	if iq.Type != "get" {
-		return agentproto.ErrBadRequest("This query must be an IQ get.")
-	}
-	return nil
-}
 
 // hashElement is an XEP-0300 sha-256 <hash/>.
 func hashElement(value string) *xmltree.Element {

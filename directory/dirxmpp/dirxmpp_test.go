@@ -10,7 +10,6 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/rsm"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -887,45 +886,5 @@ func TestSubscriberBound(t *testing.T) {
 	}
 	if n := p.Subscribers("e@x"); n != MaxSubscribersPerEndpoint {
 		t.Fatalf("subscribers = %d", n)
-	}
-}
-
-type denyAll struct{ calls map[bool]int }
-
-func (d *denyAll) Allow(_ string, schema bool) bool { d.calls[schema]++; return false }
-
-func TestRateLimit(t *testing.T) {
-	dir := newFakeDir(t, weatherManifest)
-	pol := testPolicy()
-	dom := jid.MustParse(domain)
-	lim := &denyAll{calls: map[bool]int{}}
-	r := component.NewRouter(dom, NewResolver(dir, pol), nil)
-	Register(r, Deps{Reader: dir, Policy: pol, Limiter: lim})
-	do := func(from, to, p string) *xmltree.Element {
-		return r.DispatchIQ(t.Context(), iq(t, "get", from, to, p))
-	}
-	w, _ := dir.Active(epJID("weather"))
-	for _, tc := range []struct{ to, p string }{
-		{domain, discoItems},
-		{epJID("weather"), discoInfo},
-		{epJID("weather"), discoItems},
-		{epJID("weather"), `<vCard xmlns='vcard-temp'/>`},
-		{epJID("weather"), `<manifest-request xmlns='urn:xmpp:agent-api:0'/>`},
-		{epJID("weather"), schemaReq("forecast.get", "1.4.0", "input", w.Hash)},
-	} {
-		if c := condition(do(juliet, tc.to, tc.p)); c != "resource-constraint" {
-			t.Errorf("%s at %s: %s", tc.p, tc.to, c)
-		}
-	}
-	if lim.calls[true] != 2 || lim.calls[false] != 4 {
-		t.Errorf("limiter calls = %v", lim.calls)
-	}
-	// Visibility is decided first: a hidden endpoint stays item-not-found.
-	if c := condition(do(romeo, epJID("weather"), discoInfo)); c != "item-not-found" {
-		t.Errorf("hidden endpoint under rate limit: %s", c)
-	}
-	// The gateway's own disco#info stays reachable.
-	if c := condition(do(juliet, domain, discoInfo)); c != "" {
-		t.Errorf("gateway info under rate limit: %s", c)
 	}
 }

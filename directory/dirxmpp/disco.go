@@ -50,9 +50,6 @@ func features(q *xmltree.Element, vars ...string) {
 // Self-registration is not advertised: every endpoint here is a virtual
 // JID below the component domain, which no C2S account can own.
 func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
 	node := iq.Payload.AttrValue("node")
 	q := infoQuery(node)
 	switch node {
@@ -117,12 +114,6 @@ func pageSet(p directory.Page, countOnly bool) *xmltree.Element {
 // gatewayItems lists the endpoints visible to the requester. Items carry no
 // node: each is an addressable entity of its own.
 func (s *service) gatewayItems(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
-	if err := s.allow(iq, false); err != nil {
-		return nil, err
-	}
 	node := iq.Payload.AttrValue("node")
 	if node != "" && node != ns.Directory {
 		return nil, agentproto.ErrItemNotFound()
@@ -168,12 +159,6 @@ func (s *service) endpointFeatures(ep string) []string {
 // endpoint itself, or for one of its tool-collection and tool nodes.
 // urn:xmpp:agent-endpoint:0 is a feature, never a node.
 func (s *service) endpointInfo(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
-	if err := s.allow(iq, false); err != nil {
-		return nil, err
-	}
 	ep := endpointOf(iq)
 	node := iq.Payload.AttrValue("node")
 	if node == "" {
@@ -318,12 +303,6 @@ func (s *service) toolInfoReply(ep, node string, m *directory.Manifest, t *direc
 // tools ordered by UTF-8 name bytes, paged with the tool node as item ID.
 // A tool node is a leaf and has no items.
 func (s *service) endpointItems(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
-	if err := s.allow(iq, false); err != nil {
-		return nil, err
-	}
 	ep := endpointOf(iq)
 	node := iq.Payload.AttrValue("node")
 	if node == "" {

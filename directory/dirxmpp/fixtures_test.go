@@ -21,6 +21,7 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
+	"github.com/agentgw/agentgw/internal/goldentest"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -408,30 +409,14 @@ func testPolicy() *federation.Policy {
 func taskFeatures(string) []string { return []string{ns.Task, ns.TaskProgress, ns.TaskCancel} }
 
 // fakeSender records sent stanzas.
-type fakeSender struct {
-	mu   sync.Mutex
-	sent []*xmltree.Element
-}
+type fakeSender struct{ goldentest.Sender }
 
-func (s *fakeSender) Send(_ context.Context, el *xmltree.Element) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sent = append(s.sent, el)
-	return nil
-}
-
-func (s *fakeSender) SendIQ(context.Context, *xmltree.Element) (*xmltree.Element, error) {
-	return nil, component.ErrNotConnected
-}
-
+// take returns the stanzas sent since the last take, as strings.
 func (s *fakeSender) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, el := range s.sent {
+	for _, el := range s.Take() {
 		out = append(out, el.String())
 	}
-	s.sent = nil
 	return out
 }
 

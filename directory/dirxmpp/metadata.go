@@ -13,12 +13,6 @@ import (
 // manifest answers <manifest-request/>: the active version, or the exact
 // version asked for, as the canonical bytes that were hashed.
 func (s *service) manifest(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
-	if err := s.allow(iq, true); err != nil {
-		return nil, err
-	}
 	ep := endpointOf(iq)
 	version, pinned := iq.Payload.LookupAttr("version")
 	if pinned && !ids.ValidVersion(version) {
@@ -42,12 +36,6 @@ func (s *service) manifest(_ context.Context, iq component.IQ) (*xmltree.Element
 // one tool of one pinned version. The manifest hash must select that
 // version's registered content, or the reply is conflict.
 func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if err := getOnly(iq); err != nil {
-		return nil, err
-	}
-	if err := s.allow(iq, true); err != nil {
-		return nil, err
-	}
 	p := iq.Payload
 	tool, hasTool := p.LookupAttr("tool")
 	version, hasVersion := p.LookupAttr("version")
@@ -103,12 +91,6 @@ func (s *service) schema(_ context.Context, iq component.IQ) (*xmltree.Element, 
 // copies (U+FFFD for what XML cannot carry); the URLs are ASCII by the
 // manifest rules.
 func (s *service) vcard(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "get" {
-		return nil, agentproto.ErrNotAllowed("An agent endpoint's vCard cannot be changed.")
-	}
-	if err := s.allow(iq, false); err != nil {
-		return nil, err
-	}
 	m, ok := s.Reader.Active(endpointOf(iq))
 	if !ok {
 		return nil, agentproto.ErrItemNotFound()
@@ -125,4 +107,10 @@ func (s *service) vcard(_ context.Context, iq component.IQ) (*xmltree.Element, e
 		v.Add(xmltree.New(ns.VCard, "PHOTO").Add(xmltree.New(ns.VCard, "EXTVAL").WithText(m.Agent.AvatarURL)))
 	}
 	return v, nil
+}
+
+// vcardSet answers a XEP-0054 vCard update, which is a request of the right
+// type that the gateway refuses: endpoint profiles come from manifests.
+func vcardSet(context.Context, component.IQ) (*xmltree.Element, error) {
+	return nil, agentproto.ErrNotAllowed("An agent endpoint's vCard cannot be changed.")
 }

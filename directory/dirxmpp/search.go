@@ -19,19 +19,14 @@ const maxNickBytes = 1024
 
 const searchInstructions = "Enter a nickname to search for matching agents."
 
-// search implements XEP-0055 at the gateway: get returns the form, set runs
-// the search over the endpoints visible to the requester. A data-form
+// search implements XEP-0055 at the gateway: a get returns the form
+// (searchFormIQ), a set runs the search over the endpoints visible to the
+// requester. A data-form
 // submission gets a data-form result (reported and item only); a legacy
 // <nick/> submission gets legacy <item/> results, which is what XEP-0055
 // clients without data forms can read. Either way the RSM <set/> sits
 // outside any form.
 func (s *service) search(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type == "get" {
-		return searchForm(), nil
-	}
-	if err := s.allow(iq, false); err != nil {
-		return nil, err
-	}
 	nick, useForm, err := parseSearch(iq.Payload)
 	if err != nil {
 		return nil, err
@@ -55,6 +50,11 @@ func (s *service) search(_ context.Context, iq component.IQ) (*xmltree.Element, 
 		}
 	}
 	return q.Add(pageSet(page, countOnly)), nil
+}
+
+// searchFormIQ answers a XEP-0055 get with the search form.
+func searchFormIQ(context.Context, component.IQ) (*xmltree.Element, error) {
+	return searchForm(), nil
 }
 
 func searchForm() *xmltree.Element {

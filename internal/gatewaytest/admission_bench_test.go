@@ -89,7 +89,7 @@ func startTrivialTarget(b *testing.B, users []string, withEvents bool) (*Env, []
 	domain := jid.MustParse(srv.ComponentDomain)
 	r := component.NewRouter(domain, allEndpoints{}, slog.New(slog.DiscardHandler))
 	var comp atomic.Pointer[component.Component]
-	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(
+	r.HandleEndpointIQ(component.IQSet, ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(
 		func(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 			now := time.Now().UTC()
 			acc := tasks.Accepted{

@@ -31,55 +31,33 @@ type Engine interface {
 	Result(ctx context.Context, caller, endpoint, taskID string) (*tasks.TerminalResult, error)
 }
 
-// Limiter rate-limits requesters; nil allows everything.
-type Limiter interface {
-	Allow(requester string, op string) bool
-}
-
-// Operation names for the limiter.
-const (
-	OpInvoke = "invoke"
-	OpInput  = "input"
-	OpState  = "state"
-)
-
 // Handlers serves the task IQs of every endpoint.
 type Handlers struct {
-	Engine  Engine
-	Limiter Limiter
-	Log     *slog.Logger
+	Engine Engine
+	Log    *slog.Logger
 }
 
 // Register installs the task IQ handlers. They are AccessInvocable: the
 // router lets through only requesters who may see the endpoint, may invoke
 // it or hold tasks there, so the shape checks below reveal nothing to
 // anyone else. Beyond that, task operations authorize by the caller's bare
-// JID and invocation by the invocation policy, never by visibility.
+// JID and invocation by the invocation policy, never by visibility. The
+// router answers an IQ of the wrong type (after the access rule, so a
+// requester who may not touch the endpoint still gets item-not-found) and
+// applies the rate limits.
 func (h *Handlers) Register(r *component.Router) {
 	if h.Log == nil {
 		h.Log = slog.Default()
 	}
-	r.HandleEndpointIQ(ns.Task, "invoke", component.AccessInvocable, component.IQHandlerFunc(h.invoke))
-	r.HandleEndpointIQ(ns.Task, "provide-input", component.AccessInvocable, component.IQHandlerFunc(h.provideInput))
-	r.HandleEndpointIQ(ns.Task, "cancel", component.AccessInvocable, component.IQHandlerFunc(h.cancel))
-	r.HandleEndpointIQ(ns.Task, "task-state-request", component.AccessInvocable, component.IQHandlerFunc(h.state))
-	r.HandleEndpointIQ(ns.Task, "task-result-request", component.AccessInvocable, component.IQHandlerFunc(h.result))
-}
-
-func (h *Handlers) allow(iq component.IQ, op string) error {
-	if h.Limiter != nil && !h.Limiter.Allow(iq.From.Bare().String(), op) {
-		return agentproto.ErrResourceConstraint("rate limit reached; retry later")
-	}
-	return nil
+	get, set := component.IQGet, component.IQSet
+	r.HandleEndpointIQ(set, ns.Task, "invoke", component.AccessInvocable, component.IQHandlerFunc(h.invoke))
+	r.HandleEndpointIQ(set, ns.Task, "provide-input", component.AccessInvocable, component.IQHandlerFunc(h.provideInput))
+	r.HandleEndpointIQ(set, ns.Task, "cancel", component.AccessInvocable, component.IQHandlerFunc(h.cancel))
+	r.HandleEndpointIQ(get, ns.Task, "task-state-request", component.AccessInvocable, component.IQHandlerFunc(h.state))
+	r.HandleEndpointIQ(get, ns.Task, "task-result-request", component.AccessInvocable, component.IQHandlerFunc(h.result))
 }
 
 func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "set" {
-		return nil, agentproto.ErrBadRequest("invoke must be an IQ set")
-	}
-	if err := h.allow(iq, OpInvoke); err != nil {
-		return nil, err
-	}
 	inv, err := ParseInvoke(iq.Payload)
 	if err != nil {
 		return nil, err
@@ -95,12 +73,6 @@ func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 }
 
 func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "set" {
-		return nil, agentproto.ErrBadRequest("provide-input must be an IQ set")
-	}
-	if err := h.allow(iq, OpInput); err != nil {
-		return nil, err
-	}
 	in, err := ParseProvideInput(iq.Payload)
 	if err != nil {
 		return nil, err
@@ -115,12 +87,6 @@ func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.
 }
 
 func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "set" {
-		return nil, agentproto.ErrBadRequest("cancel must be an IQ set")
-	}
-	if err := h.allow(iq, OpInput); err != nil {
-		return nil, err
-	}
 	c, err := ParseCancel(iq.Payload)
 	if err != nil {
 		return nil, err
@@ -135,12 +101,6 @@ func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 }
 
 func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "get" {
-		return nil, agentproto.ErrBadRequest("task-state-request must be an IQ get")
-	}
-	if err := h.allow(iq, OpState); err != nil {
-		return nil, err
-	}
 	taskID, err := parseTaskID(iq.Payload)
 	if err != nil {
 		return nil, err
@@ -153,12 +113,6 @@ func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element
 }
 
 func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
-	if iq.Type != "get" {
-		return nil, agentproto.ErrBadRequest("task-result-request must be an IQ get")
-	}
-	if err := h.allow(iq, OpState); err != nil {
-		return nil, err
-	}
 	taskID, err := parseTaskID(iq.Payload)
 	if err != nil {
 		return nil, err

@@ -128,7 +128,6 @@ func (s *service) visible(req string) func(string) bool {
 	return s.Policy.VisibleFunc(req)
 }
 
-
 // hashElement is an XEP-0300 sha-256 <hash/>.
 func hashElement(value string) *xmltree.Element {
 	return xmltree.New(ns.Hashes, "hash", "algo", ns.HashAlgo).WithText(value)

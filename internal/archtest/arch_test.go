@@ -1,0 +1,140 @@
+// Package archtest checks the layering of the module: the folders show the
+// flow of a call only while no lower tier imports a higher one, and the
+// production binary links no test helper.
+package archtest
+
+import (
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentgw/agentgw/"
+
+// tiers places every production package. A package may import packages of
+// a strictly lower tier only; the leaf helpers (tier 0) may also import
+// each other. A new package must be placed here, so the table stays the
+// map of the code (docs/design-notes.md, "Layout").
+var tiers = map[string]int{
+	// Leaf helpers and the vocabulary both ends share.
+	"agentproto": 0, "agentproto/ns": 0,
+	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0, "internal/dataform": 0,
+	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
+	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
+	"internal/xmltree": 0, "internal/xmpptime": 0,
+	// The XMPP session, the bridges' kit, driver interfaces and policy.
+	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
+	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1,
+	"connectorbridge/wire": 1,
+	// The directory, the SQLite drivers, the caller SDK.
+	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
+	"federation/grantsqlite": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
+	"connectorbridge/transport": 2,
+	// The task engine (it pins manifests from the directory).
+	"tasks": 3,
+	// Wire adapters and backends.
+	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
+	"connectorbridge": 4,
+	// The composition root, then the programs.
+	"gateway": 5,
+	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
+}
+
+// forbidden are the DESIGN.md "must not import" rules that tiers alone do
+// not express.
+var forbidden = map[string][]string{
+	"component":       {"database/sql"},
+	"directory":       {"database/sql"},
+	"tasks":           {"database/sql", "mellium.im/xmpp"},
+	"federation":      {"database/sql", module + "internal/store"},
+	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
+	"mcpbridge":       {module + "component", module + "connectorbridge"},
+}
+
+// testHelper reports whether p exists only for tests (suites, fakes,
+// harnesses, reference peers).
+func testHelper(p string) bool {
+	base := path.Base(p)
+	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" ||
+		p == "internal/fuzzcheck" || p == "scripts" ||
+		strings.HasPrefix(p, "connectorbridge/connectortest")
+}
+
+func list(t *testing.T, args ...string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkgs[strings.TrimPrefix(f[0], module)] = f[1:]
+	}
+	return pkgs
+}
+
+func TestTiers(t *testing.T) {
+	pkgs := list(t, module+"...")
+	names := make([]string, 0, len(pkgs))
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if testHelper(p) {
+			continue
+		}
+		tier, ok := tiers[p]
+		if !ok {
+			t.Errorf("%s is not placed in a tier: add it to tiers (and to the layout table in docs/design-notes.md)", p)
+			continue
+		}
+		for _, imp := range pkgs[p] {
+			for _, bad := range forbidden[p] {
+				if imp == bad || strings.HasPrefix(imp, bad+"/") {
+					t.Errorf("%s imports %s, which DESIGN.md forbids", p, imp)
+				}
+			}
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			q := strings.TrimPrefix(imp, module)
+			if testHelper(q) && !strings.HasPrefix(p, "tools/") { // tools drive test peers
+				t.Errorf("%s (production) imports the test helper %s", p, q)
+				continue
+			}
+			qt, ok := tiers[q]
+			if !ok {
+				continue // reported on its own
+			}
+			if qt > tier || (qt == tier && tier != 0) {
+				t.Errorf("%s (tier %d) imports %s (tier %d): a lower or equal tier imports upward", p, tier, q, qt)
+			}
+		}
+	}
+}
+
+// TestBinaryLinksNoTestHelper: every package cmd/agentgw links, directly or
+// not, is production code.
+func TestBinaryLinksNoTestHelper(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/agentgw").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	n := 0
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(p, module) {
+			continue
+		}
+		n++
+		if q := strings.TrimPrefix(p, module); testHelper(q) {
+			t.Errorf("agentgw links the test helper %s", q)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list -deps found only %d project packages in agentgw: the check did not run on the binary", n)
+	}
+}

@@ -92,8 +92,8 @@ func checkFields(f *AuthFlow, fields map[string]string) error {
 // Auth runs one authentication flow on the agent's channel and, on
 // success, persists the binding so that the running gateway picks it up.
 // Form input goes only into auth.start; sensitive values are never
-// printed or logged. A qr_login flow prints qr_code_text (and a terminal
-// QR code), polls auth.status at poll_interval_millis and refreshes the
+// printed or logged. A qr_login flow prints qr_code_text (and, through
+// Options.ShowQR, a terminal QR code), polls auth.status at poll_interval_millis and refreshes the
 // code on qr_refresh_required. Cancelling ctx sends auth.cancel.
 func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]string, out io.Writer) error {
 	if out == nil {
@@ -150,7 +150,11 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		}
 		if st.QRCodeText != "" && st.QRCodeText != lastQR {
 			lastQR = st.QRCodeText
-			printQR(out, displayText(c.red, st.QRCodeText, 2048))
+			text := displayText(c.red, st.QRCodeText, 2048)
+			fmt.Fprintf(out, "Scan this QR code with the target app (raw text: %s)\n", text)
+			if c.o.ShowQR != nil {
+				c.o.ShowQR(out, text)
+			}
 		}
 		if st.QRCodeImage != "" && (strings.HasPrefix(st.QRCodeImage, "https://") || strings.HasPrefix(st.QRCodeImage, "http://")) {
 			fmt.Fprintf(out, "QR image: %s\n", displayText(c.red, st.QRCodeImage, 2048))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -74,6 +75,10 @@ type Options struct {
 	ReadyWait time.Duration
 	// AuthTimeout bounds one Auth run. Default 10 minutes.
 	AuthTimeout time.Duration
+	// ShowQR, when set, renders a qr_login flow's (redacted) qr_code_text
+	// to Auth's output after its raw text line; the CLI draws a terminal
+	// QR code. Nil prints the raw text only.
+	ShowQR func(out io.Writer, text string)
 }
 
 func (o *Options) defaults() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -248,7 +249,7 @@ func (b *Backend) Health(ctx context.Context) error {
 			errs = append(errs, errors.New("health: /health reports a different connector_card_id than the Card"))
 		}
 		if h.ProtocolVersion != "" {
-			if err := checkProtocol("health", h.ProtocolVersion); err != nil {
+			if err := wire.CheckProtocol("health", h.ProtocolVersion); err != nil {
 				errs = append(errs, err)
 			} else if !sameProtocol(h.ProtocolVersion, card.ProtocolVersion) {
 				errs = append(errs, errors.New("health: protocol_version differs from the Card"))
@@ -311,7 +312,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			b.settleFail(run, tasks.Failure{Code: agentproto.CodeInternalError, Message: "the arguments are not a JSON object"})
 			return
 		}
-		pend = &pending{progress: make(chan *Packet, 32)}
+		pend = &pending{progress: make(chan *wire.Packet, 32)}
 		// The request id doubles as context.tool_call_id.
 		reqID = ids.New("req_")
 		payload := map[string]any{
@@ -319,7 +320,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			"arguments": args,
 			"context":   map[string]string{"session_id": call.TaskID, "tool_call_id": reqID},
 		}
-		err = s.sendWithID(reqID, typeToolInvoke, chID, payload, pend)
+		err = s.sendWithID(reqID, wire.TypeToolInvoke, chID, payload, pend)
 		if err == nil {
 			break
 		}
@@ -386,11 +387,11 @@ func (b *Backend) settleFail(run tasks.Run, f tasks.Failure) {
 }
 
 // settle turns tool.invoke.ack (or an error packet) into the task outcome.
-func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
-	if ack.Type == typeError || ack.Error != nil {
+func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *wire.Packet) {
+	if ack.Type == wire.TypeError || ack.Error != nil {
 		code := "tool_invoke_failed"
 		if ack.Error != nil {
-			code = safeCode(ack.Error.Code)
+			code = wire.SafeCode(ack.Error.Code)
 		}
 		b.log.Info("connector tool call failed", "task", call.TaskID, "tool", call.Tool, "code", code, "packet", ack.Type)
 		b.settleFail(run, tasks.Failure{Code: agentproto.XAgentCode(code), Message: "the connector reported " + code})
@@ -432,7 +433,7 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 }
 
 // progressOf maps tool.progress.push; progress is a fraction in [0,1].
-func (b *Backend) progressOf(p *Packet) tasks.Progress {
+func (b *Backend) progressOf(p *wire.Packet) tasks.Progress {
 	var pl struct {
 		Status   string   `json:"status"`
 		Message  string   `json:"message"`
@@ -472,8 +473,8 @@ func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration)
 			f := unavailable("the connector channel is " + desc.Connection.Status)
 			fail = &f
 		default:
-			if _, ok := card.Tool(tool); !ok || !desc.availableTools()[tool] {
-				return nil, "", &tasks.Failure{Code: agentproto.XAgentCode(errChannelUnavailable),
+			if _, ok := card.Tool(tool); !ok || !desc.AvailableTools()[tool] {
+				return nil, "", &tasks.Failure{Code: agentproto.XAgentCode(wire.CodeChannelUnavailable),
 					Message: "the tool is not available on the connector channel", Retryable: true}
 			}
 			return s, chID, nil

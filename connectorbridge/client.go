@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/logging"
@@ -102,7 +103,7 @@ func (o *Options) defaults() {
 		o.MaxPacketBytes = 1 << 20
 	}
 	if len(o.SupportedProfiles) == 0 {
-		o.SupportedProfiles = []string{ProfileIMv1, ProfileIMv2, ProfileDevicev1}
+		o.SupportedProfiles = []string{wire.ProfileIMv1, wire.ProfileIMv2, wire.ProfileDevicev1}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -131,7 +132,7 @@ type Client struct {
 	chanMu sync.Mutex
 	mu     sync.Mutex
 
-	card        *Card
+	card        *wire.Card
 	cardRaw     []byte
 	skill       Skill
 	claimed     string
@@ -145,9 +146,9 @@ type Client struct {
 
 	sess            *session
 	lastConnectorID string
-	chanID          string      // channel open on sess; "" when none
-	desc            *Descriptor // descriptor of chanID on sess
-	projDesc        *Descriptor // last descriptor, kept across reconnects for projection
+	chanID          string           // channel open on sess; "" when none
+	desc            *wire.Descriptor // descriptor of chanID on sess
+	projDesc        *wire.Descriptor // last descriptor, kept across reconnects for projection
 	everOpened      bool
 	bind            binding
 
@@ -166,7 +167,7 @@ func NewClient(o Options) (*Client, error) {
 	if o.Endpoint == "" {
 		return nil, errors.New("connectorbridge: Endpoint (the agent JID) is required")
 	}
-	base, err := ValidateBaseURL(o.BaseURL)
+	base, err := wire.ValidateBaseURL(o.BaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connectorbridge: agent %s: %w", o.Endpoint, err)
 	}
@@ -221,14 +222,14 @@ func (c *Client) notify() {
 }
 
 // Card returns the current validated Card, or nil before discovery.
-func (c *Client) Card() *Card {
+func (c *Client) Card() *wire.Card {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.card
 }
 
 // Descriptor returns the descriptor of the open channel, or nil.
-func (c *Client) Descriptor() *Descriptor {
+func (c *Client) Descriptor() *wire.Descriptor {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.desc
@@ -404,7 +405,7 @@ func (c *Client) checkHealth(ctx context.Context) {
 		return
 	}
 	if h.ProtocolVersion != "" {
-		if err := checkProtocol("/health", h.ProtocolVersion); err != nil {
+		if err := wire.CheckProtocol("/health", h.ProtocolVersion); err != nil {
 			c.setHealth(HealthIncompatible, err.Error())
 			return
 		}
@@ -440,19 +441,19 @@ func (c *Client) checkHealth(ctx context.Context) {
 }
 
 func sameProtocol(a, b string) bool {
-	x, err1 := parseProtocol(a)
-	y, err2 := parseProtocol(b)
+	x, err1 := wire.ParseProtocol(a)
+	y, err2 := wire.ParseProtocol(b)
 	return err1 == nil && err2 == nil && x == y
 }
 
-func healthDiffers(h *healthReply, card *Card) bool {
+func healthDiffers(h *healthReply, card *wire.Card) bool {
 	if h.ConnectorCardVersion != "" && h.ConnectorCardVersion != card.Connector.Version {
 		return true
 	}
 	if h.ProtocolVersion != "" && !sameProtocol(h.ProtocolVersion, card.ProtocolVersion) {
 		return true
 	}
-	return h.Build != nil && !h.Build.equal(card.Build)
+	return h.Build != nil && !h.Build.Equal(card.Build)
 }
 
 // connect dials, says hello with the last connector_id and opens the
@@ -511,8 +512,8 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 
 // openChannel sends channel.open (empty id the first time, the persisted
 // one later) and validates the ack (§8.4).
-func (c *Client) openChannel(ctx context.Context, s *session, card *Card, want string) (string, *Descriptor, error) {
-	ack, err := s.request(ctx, typeChannelOpen, true, want, struct{}{})
+func (c *Client) openChannel(ctx context.Context, s *session, card *wire.Card, want string) (string, *wire.Descriptor, error) {
+	ack, err := s.request(ctx, wire.TypeChannelOpen, true, want, struct{}{})
 	if err != nil {
 		return "", nil, fmt.Errorf("channel.open: %w", err)
 	}
@@ -523,10 +524,10 @@ func (c *Client) openChannel(ctx context.Context, s *session, card *Card, want s
 	if err := json.Unmarshal(ack.Payload, &pl); err != nil {
 		return "", nil, errors.New("channel.open.ack: payload is not a valid object")
 	}
-	if !validWireID(ack.ConnectorChannelID) || pl.ConnectorChannelID != ack.ConnectorChannelID {
+	if !wire.ValidWireID(ack.ConnectorChannelID) || pl.ConnectorChannelID != ack.ConnectorChannelID {
 		return "", nil, errors.New("channel.open.ack: connector_channel_id is missing or differs between envelope and payload")
 	}
-	desc, dropped, err := ParseDescriptor(pl.ConnectionDescriptor, card, ack.ConnectorChannelID)
+	desc, dropped, err := wire.ParseDescriptor(pl.ConnectionDescriptor, card, ack.ConnectorChannelID)
 	if err != nil {
 		return "", nil, fmt.Errorf("channel.open.ack: %w", err)
 	}
@@ -544,7 +545,7 @@ func (c *Client) logDropped(dropped []string) {
 // only once authenticated (§5.3); the bound channel is updated in place
 // when the connector assigned a new id or its auth state changed. wasBound
 // tells whether the channel was opened from the stored binding.
-func (c *Client) bindChannel(ctx context.Context, card *Card, wasBound bool, want, got string, desc *Descriptor) {
+func (c *Client) bindChannel(ctx context.Context, card *wire.Card, wasBound bool, want, got string, desc *wire.Descriptor) {
 	if wasBound && want != "" && got != want {
 		c.log.Info("connector did not recognise the bound channel and assigned a new one; updating the binding")
 	}
@@ -579,7 +580,7 @@ func (c *Client) bindChannel(ctx context.Context, card *Card, wasBound bool, wan
 
 // onDescriptorPush validates a pushed descriptor and ignores any identity
 // mismatch (§8.17).
-func (c *Client) onDescriptorPush(s *session, p *Packet) {
+func (c *Client) onDescriptorPush(s *session, p *wire.Packet) {
 	c.mu.Lock()
 	ok := c.sess == s && p.ConnectorChannelID == c.chanID && c.card != nil
 	card := c.card
@@ -592,7 +593,7 @@ func (c *Client) onDescriptorPush(s *session, p *Packet) {
 		ConnectionDescriptor json.RawMessage `json:"connection_descriptor"`
 	}
 	json.Unmarshal(p.Payload, &pl)
-	desc, dropped, err := ParseDescriptor(pl.ConnectionDescriptor, card, p.ConnectorChannelID)
+	desc, dropped, err := wire.ParseDescriptor(pl.ConnectionDescriptor, card, p.ConnectorChannelID)
 	if err != nil {
 		c.log.Warn("ignoring an invalid connection.descriptor.push", "reason", err.Error())
 		return
@@ -603,7 +604,7 @@ func (c *Client) onDescriptorPush(s *session, p *Packet) {
 
 // applyDescriptor installs a fresh descriptor for the open channel and
 // persists an auth-state change off the read loop.
-func (c *Client) applyDescriptor(s *session, chID string, desc *Descriptor) {
+func (c *Client) applyDescriptor(s *session, chID string, desc *wire.Descriptor) {
 	c.mu.Lock()
 	if c.sess != s || c.chanID != chID {
 		c.mu.Unlock()
@@ -641,8 +642,8 @@ func (c *Client) refreshDescriptor(ctx context.Context) {
 	c.applyDescriptor(s, chID, desc)
 }
 
-func (c *Client) getDescriptor(ctx context.Context, s *session, card *Card, chID string) (*Descriptor, error) {
-	ack, err := s.request(ctx, typeDescriptorGet, true, chID, struct{}{})
+func (c *Client) getDescriptor(ctx context.Context, s *session, card *wire.Card, chID string) (*wire.Descriptor, error) {
+	ack, err := s.request(ctx, wire.TypeDescriptorGet, true, chID, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -652,7 +653,7 @@ func (c *Client) getDescriptor(ctx context.Context, s *session, card *Card, chID
 	if json.Unmarshal(ack.Payload, &pl) != nil {
 		return nil, errors.New("connection.descriptor.get.ack: payload is not a valid object")
 	}
-	desc, dropped, err := ParseDescriptor(pl.ConnectionDescriptor, card, chID)
+	desc, dropped, err := wire.ParseDescriptor(pl.ConnectionDescriptor, card, chID)
 	if err != nil {
 		return nil, fmt.Errorf("connection.descriptor.get.ack: %w", err)
 	}
@@ -662,7 +663,7 @@ func (c *Client) getDescriptor(ctx context.Context, s *session, card *Card, chID
 
 // closeChannel sends channel.close; it keeps the binding (§8.5).
 func (c *Client) closeChannel(ctx context.Context, s *session, chID string) {
-	if _, err := s.request(ctx, typeChannelClose, true, chID, struct{}{}); err != nil {
+	if _, err := s.request(ctx, wire.TypeChannelClose, true, chID, struct{}{}); err != nil {
 		c.log.Debug("channel.close not acknowledged", "error", err)
 	}
 }
@@ -813,7 +814,7 @@ func (c *Client) pingLoop(ctx context.Context, s *session) {
 			t.Stop()
 			return
 		}
-		if _, err := s.request(ctx, typePing, false, "", nil); err != nil {
+		if _, err := s.request(ctx, wire.TypePing, false, "", nil); err != nil {
 			var re *RemoteError
 			if errors.As(err, &re) || !s.alive() || ctx.Err() != nil {
 				continue
@@ -970,7 +971,7 @@ func (c *Client) Open(ctx context.Context) error {
 }
 
 // live returns the live session, channel, Card and descriptor.
-func (c *Client) live() (*session, string, *Card, *Descriptor) {
+func (c *Client) live() (*session, string, *wire.Card, *wire.Descriptor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sess, c.chanID, c.card, c.desc

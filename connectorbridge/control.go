@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // Control-plane size limits.
@@ -41,11 +43,11 @@ func (h HealthState) usable() bool {
 // healthReply is the /health body (§4.3); every member is optional here
 // because 2xx alone means available.
 type healthReply struct {
-	Status               string `json:"status"`
-	ConnectorCardID      string `json:"connector_card_id"`
-	ConnectorCardVersion string `json:"connector_card_version"`
-	ProtocolVersion      string `json:"protocol_version"`
-	Build                *Build `json:"build"`
+	Status               string      `json:"status"`
+	ConnectorCardID      string      `json:"connector_card_id"`
+	ConnectorCardVersion string      `json:"connector_card_version"`
+	ProtocolVersion      string      `json:"protocol_version"`
+	Build                *wire.Build `json:"build"`
 }
 
 // httpError is a non-2xx answer; it carries only the status code.
@@ -71,7 +73,7 @@ func isAuthFailure(err error) bool {
 func (c *Client) get(ctx context.Context, path string, withKey bool, limit int64) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpointURL(c.base, path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, wire.EndpointURL(c.base, path), nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("connector %s: cannot build request", path)
 	}
@@ -110,7 +112,7 @@ func netReason(err error) string {
 }
 
 // fetchCard reads and validates /connector-card.json.
-func (c *Client) fetchCard(ctx context.Context) (*Card, []byte, error) {
+func (c *Client) fetchCard(ctx context.Context) (*wire.Card, []byte, error) {
 	code, body, err := c.get(ctx, "/connector-card.json", false, maxCardBytes)
 	if err != nil {
 		return nil, nil, err
@@ -118,7 +120,7 @@ func (c *Client) fetchCard(ctx context.Context) (*Card, []byte, error) {
 	if code != http.StatusOK {
 		return nil, nil, &httpError{"/connector-card.json", code}
 	}
-	card, err := ParseCard(body, c.o.APIKey)
+	card, err := wire.ParseCard(body, c.o.APIKey)
 	if err != nil {
 		return nil, nil, err
 	}

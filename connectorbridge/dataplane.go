@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/ids"
 )
 
@@ -47,7 +48,7 @@ type session struct {
 	done        chan struct{}
 	endOnce     sync.Once
 	reason      string
-	replies     chan *Packet
+	replies     chan *wire.Packet
 	helloDone   atomic.Bool
 	connectorID string // set once by hello, before the session is published
 
@@ -64,8 +65,8 @@ type session struct {
 type pending struct {
 	typ       string
 	channelID string
-	ack       chan *Packet // capacity 1: the ack or error
-	progress  chan *Packet // invocations only
+	ack       chan *wire.Packet // capacity 1: the ack or error
+	progress  chan *wire.Packet // invocations only
 }
 
 // dial opens /ws with the subprotocol and the Bearer key (§6).
@@ -76,10 +77,10 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	if c.o.APIKey != "" {
 		hdr.Set("Authorization", "Bearer "+c.o.APIKey)
 	}
-	conn, resp, err := websocket.Dial(dctx, wsURL(c.base), &websocket.DialOptions{
+	conn, resp, err := websocket.Dial(dctx, wire.WSURL(c.base), &websocket.DialOptions{
 		HTTPClient:   c.wsHTTP,
 		HTTPHeader:   hdr,
-		Subprotocols: []string{Subprotocol},
+		Subprotocols: []string{wire.Subprotocol},
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -87,9 +88,9 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 		}
 		return nil, fmt.Errorf("connector /ws: %s", c.red.Scrub(netReason(err)))
 	}
-	if conn.Subprotocol() != Subprotocol {
+	if conn.Subprotocol() != wire.Subprotocol {
 		conn.Close(websocket.StatusPolicyViolation, "subprotocol required")
-		return nil, errors.New("connector /ws did not accept the subprotocol " + Subprotocol)
+		return nil, errors.New("connector /ws did not accept the subprotocol " + wire.Subprotocol)
 	}
 	conn.SetReadLimit(c.o.MaxPacketBytes)
 	sctx, scancel := context.WithCancel(context.Background())
@@ -99,7 +100,7 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 		ctx:     sctx,
 		cancel:  scancel,
 		done:    make(chan struct{}),
-		replies: make(chan *Packet, 64),
+		replies: make(chan *wire.Packet, 64),
 		pending: map[string]*pending{},
 	}
 	go s.readLoop()
@@ -163,17 +164,17 @@ func (s *session) readLoop() {
 		}
 		if typ != websocket.MessageText {
 			s.bad("a binary WebSocket message (only text packets are allowed)")
-			s.reply(errorPacket("", errInvalidPacket, "text messages only"))
+			s.reply(errorPacket("", wire.CodeInvalidPacket, "text messages only"))
 			continue
 		}
-		p, err := decodePacket(data)
+		p, err := wire.DecodePacket(data)
 		if err != nil {
-			if errors.Is(err, errMalformedJSON) {
+			if errors.Is(err, wire.ErrMalformedJSON) {
 				s.bad(fmt.Sprintf("a malformed JSON packet (%d bytes)", len(data)))
 			} else {
 				s.bad(err.Error())
 			}
-			s.reply(errorPacket("", errInvalidPacket, "invalid JSON or envelope"))
+			s.reply(errorPacket("", wire.CodeInvalidPacket, "invalid JSON or envelope"))
 			continue
 		}
 		s.dispatch(p)
@@ -203,41 +204,41 @@ func (s *session) readFailure(err error) string {
 	return "connection lost: " + s.c.red.Scrub(netReason(err))
 }
 
-func (s *session) dispatch(p *Packet) {
+func (s *session) dispatch(p *wire.Packet) {
 	switch {
-	case p.Type == typePing:
-		s.reply(&Packet{Type: typePong, RequestID: p.RequestID, ReplyTo: p.PacketID, ConnectorChannelID: p.ConnectorChannelID})
-	case p.Type == typeError:
+	case p.Type == wire.TypePing:
+		s.reply(&wire.Packet{Type: wire.TypePong, RequestID: p.RequestID, ReplyTo: p.PacketID, ConnectorChannelID: p.ConnectorChannelID})
+	case p.Type == wire.TypeError:
 		if p.RequestID != "" && s.deliver(p) {
 			return
 		}
 		s.c.log.Warn("connector sent an error packet", "code", p.Error.Code)
-	case strings.HasSuffix(p.Type, ackSuffix) || p.Type == typePong:
+	case strings.HasSuffix(p.Type, wire.AckSuffix) || p.Type == wire.TypePong:
 		if !s.deliver(p) {
 			s.c.log.Debug("connector data plane: discarding a late or unknown ack", "type", p.Type)
 		}
 	case !s.helloDone.Load():
 		s.bad("a user-level packet before connector.hello.ack")
 		s.reply(errorPacket(p.RequestID, "hello_required", "hello has not completed"))
-	case p.Type == typeToolProgress:
+	case p.Type == wire.TypeToolProgress:
 		s.progress(p)
-	case p.Type == typeDescriptorPush:
+	case p.Type == wire.TypeDescriptorPush:
 		s.c.onDescriptorPush(s, p)
-	case p.Type == typeMessagePush || strings.HasPrefix(p.Type, "chat."):
+	case p.Type == wire.TypeMessagePush || strings.HasPrefix(p.Type, "chat."):
 		if s.inbound.Add(1) == 1 {
 			s.c.log.Warn("connector pushed an inbound message; this gateway bridges tools only and refuses it", "type", p.Type)
 		}
-		s.reply(errorPacket(p.RequestID, errUnsupportedPacket, "inbound messages are not supported by this xAgent"))
+		s.reply(errorPacket(p.RequestID, wire.CodeUnsupportedPacket, "inbound messages are not supported by this xAgent"))
 	default:
 		if s.unsupported.Add(1) <= 5 {
 			s.c.log.Warn("connector sent an unsupported packet type", "type", p.Type)
 		}
-		s.reply(errorPacket(p.RequestID, errUnsupportedPacket, "packet type is not supported"))
+		s.reply(errorPacket(p.RequestID, wire.CodeUnsupportedPacket, "packet type is not supported"))
 	}
 }
 
 // deliver hands an ack, pong or error to its request.
-func (s *session) deliver(p *Packet) bool {
+func (s *session) deliver(p *wire.Packet) bool {
 	s.mu.Lock()
 	pend, ok := s.pending[p.RequestID]
 	if ok {
@@ -247,17 +248,17 @@ func (s *session) deliver(p *Packet) bool {
 	if !ok {
 		return false
 	}
-	want := pend.typ + ackSuffix
-	if pend.typ == typePing {
-		want = typePong
+	want := pend.typ + wire.AckSuffix
+	if pend.typ == wire.TypePing {
+		want = wire.TypePong
 	}
 	switch {
-	case p.Type != typeError && p.Type != want:
+	case p.Type != wire.TypeError && p.Type != want:
 		s.bad("an ack whose type does not match its request")
-		p = &Packet{Type: typeError, RequestID: p.RequestID, Error: &PacketError{Code: errInvalidPacket}}
-	case pend.typ != typeChannelOpen && pend.channelID != "" && p.ConnectorChannelID != "" && p.ConnectorChannelID != pend.channelID:
+		p = &wire.Packet{Type: wire.TypeError, RequestID: p.RequestID, Error: &wire.PacketError{Code: wire.CodeInvalidPacket}}
+	case pend.typ != wire.TypeChannelOpen && pend.channelID != "" && p.ConnectorChannelID != "" && p.ConnectorChannelID != pend.channelID:
 		s.bad("an ack for another channel")
-		p = &Packet{Type: typeError, RequestID: p.RequestID, Error: &PacketError{Code: "connector_channel_connector_mismatch"}}
+		p = &wire.Packet{Type: wire.TypeError, RequestID: p.RequestID, Error: &wire.PacketError{Code: "connector_channel_connector_mismatch"}}
 	}
 	pend.ack <- p
 	return true
@@ -267,7 +268,7 @@ func (s *session) deliver(p *Packet) bool {
 // Progress without one is dropped: "the one pending call of that tool" may
 // be another caller's, while the call the progress is about was cancelled
 // (the connector has no tool cancellation and keeps running it).
-func (s *session) progress(p *Packet) {
+func (s *session) progress(p *wire.Packet) {
 	if p.RequestID == "" {
 		if n := s.unrouted.Add(1); n <= 5 {
 			s.c.log.Warn("connector sent tool.progress.push without request_id; dropped (progress is routed by request only)", "dropped", n)
@@ -287,12 +288,12 @@ func (s *session) progress(p *Packet) {
 	}
 }
 
-func errorPacket(requestID, code, msg string) *Packet {
-	return &Packet{Type: typeError, RequestID: requestID, Error: &PacketError{Code: code, Message: msg}}
+func errorPacket(requestID, code, msg string) *wire.Packet {
+	return &wire.Packet{Type: wire.TypeError, RequestID: requestID, Error: &wire.PacketError{Code: code, Message: msg}}
 }
 
 // reply queues a packet from the read loop without blocking it.
-func (s *session) reply(p *Packet) {
+func (s *session) reply(p *wire.Packet) {
 	select {
 	case s.replies <- p:
 	default:
@@ -314,8 +315,8 @@ func (s *session) replyLoop() {
 }
 
 // write stamps and sends one packet.
-func (s *session) write(p *Packet) error {
-	p.Schema = PacketSchema
+func (s *session) write(p *wire.Packet) error {
+	p.Schema = wire.PacketSchema
 	if p.PacketID == "" {
 		p.PacketID = ids.New("pkt_")
 	}
@@ -347,9 +348,9 @@ func (s *session) abandon(reqID string) {
 }
 
 // send registers and writes a request; the caller waits on pend.ack.
-func (s *session) send(typ string, channelScoped bool, channelID string, payload any, pend *pending) (string, error) {
+func (s *session) send(typ string, ChannelScoped bool, channelID string, payload any, pend *pending) (string, error) {
 	reqID := ids.New("req_")
-	return reqID, s.sendAs(reqID, typ, channelScoped, channelID, payload, pend)
+	return reqID, s.sendAs(reqID, typ, ChannelScoped, channelID, payload, pend)
 }
 
 // sendWithID sends a user-level request under a request id chosen by the
@@ -358,7 +359,7 @@ func (s *session) sendWithID(reqID, typ, channelID string, payload any, pend *pe
 	return s.sendAs(reqID, typ, true, channelID, payload, pend)
 }
 
-func (s *session) sendAs(reqID, typ string, channelScoped bool, channelID string, payload any, pend *pending) error {
+func (s *session) sendAs(reqID, typ string, ChannelScoped bool, channelID string, payload any, pend *pending) error {
 	var raw json.RawMessage
 	if payload != nil {
 		var err error
@@ -368,11 +369,11 @@ func (s *session) sendAs(reqID, typ string, channelScoped bool, channelID string
 	}
 	pend.typ = typ
 	pend.channelID = channelID
-	pend.ack = make(chan *Packet, 1)
+	pend.ack = make(chan *wire.Packet, 1)
 	if err := s.register(reqID, pend); err != nil {
 		return err
 	}
-	p := &Packet{RequestID: reqID, Type: typ, ConnectorChannelID: channelID, channelScoped: channelScoped, Payload: raw}
+	p := &wire.Packet{RequestID: reqID, Type: typ, ConnectorChannelID: channelID, ChannelScoped: ChannelScoped, Payload: raw}
 	if err := s.write(p); err != nil {
 		s.abandon(reqID)
 		s.end("write failed")
@@ -383,9 +384,9 @@ func (s *session) sendAs(reqID, typ string, channelScoped bool, channelID string
 
 // request sends a request and waits for its ack, bounded by the request
 // timeout. An ack carrying an error, or an error packet, is a *RemoteError.
-func (s *session) request(ctx context.Context, typ string, channelScoped bool, channelID string, payload any) (*Packet, error) {
+func (s *session) request(ctx context.Context, typ string, ChannelScoped bool, channelID string, payload any) (*wire.Packet, error) {
 	pend := &pending{}
-	reqID, err := s.send(typ, channelScoped, channelID, payload, pend)
+	reqID, err := s.send(typ, ChannelScoped, channelID, payload, pend)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +395,7 @@ func (s *session) request(ctx context.Context, typ string, channelScoped bool, c
 	defer t.Stop()
 	select {
 	case ack := <-pend.ack:
-		if ack.Error != nil || ack.Type == typeError {
+		if ack.Error != nil || ack.Type == wire.TypeError {
 			code := "unknown"
 			if ack.Error != nil {
 				code = ack.Error.Code
@@ -422,14 +423,14 @@ type helloAck struct {
 
 // hello performs connector.hello and validates the ack. No user-level
 // packet is sent before it returns successfully.
-func (s *session) hello(ctx context.Context, card *Card, prevConnectorID string, profiles []string) error {
+func (s *session) hello(ctx context.Context, card *wire.Card, prevConnectorID string, profiles []string) error {
 	payload := map[string]any{
 		"connector_card_id":  card.ConnectorCardID,
 		"connector_id":       prevConnectorID,
-		"protocol_version":   ProtocolVersion,
+		"protocol_version":   wire.ProtocolVersion,
 		"supported_profiles": profiles,
 	}
-	ack, err := s.request(ctx, typeHello, false, "", payload)
+	ack, err := s.request(ctx, wire.TypeHello, false, "", payload)
 	if err != nil {
 		return fmt.Errorf("connector.hello: %w", err)
 	}
@@ -440,14 +441,14 @@ func (s *session) hello(ctx context.Context, card *Card, prevConnectorID string,
 	if a.ConnectorCardID != card.ConnectorCardID {
 		return errors.New("connector.hello.ack: connector_card_id does not match the Connector Card")
 	}
-	if !validWireID(a.ConnectorID) {
+	if !wire.ValidWireID(a.ConnectorID) {
 		return errors.New("connector.hello.ack: connector_id is missing or malformed")
 	}
-	if err := checkProtocol("connector.hello.ack", a.ProtocolVersion); err != nil {
+	if err := wire.CheckProtocol("connector.hello.ack", a.ProtocolVersion); err != nil {
 		return err
 	}
-	v1, _ := parseProtocol(a.ProtocolVersion)
-	v2, _ := parseProtocol(card.ProtocolVersion)
+	v1, _ := wire.ParseProtocol(a.ProtocolVersion)
+	v2, _ := wire.ParseProtocol(card.ProtocolVersion)
 	if v1 != v2 {
 		return errors.New("connector.hello.ack: protocol_version does not match the Connector Card")
 	}

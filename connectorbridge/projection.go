@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // Manifest limits of the spec's normative schema.
@@ -80,7 +81,7 @@ type projection struct {
 // operator's version) plus a digest of everything else, so any change of
 // Card, build, Skill or tool availability yields a new version and an
 // unchanged state yields the same one.
-func project(o *Options, card *Card, skill Skill, desc *Descriptor) (*projection, error) {
+func project(o *Options, card *wire.Card, skill Skill, desc *wire.Descriptor) (*projection, error) {
 	doc := manifestDoc{ManifestSpecVersion: "0", Tools: []manifestTool{}}
 	doc.Agent.JID = o.Endpoint
 	doc.Agent.Name = firstNonEmpty(o.Name, card.ConnectorCardID)
@@ -97,7 +98,7 @@ func project(o *Options, card *Card, skill Skill, desc *Descriptor) (*projection
 		Version: truncateRunes(implVersion, maxImplField),
 	}
 
-	avail := desc.availableTools()
+	avail := desc.AvailableTools()
 	enabled := map[string]bool{}
 	if desc != nil {
 		for _, p := range desc.Connection.Profiles {

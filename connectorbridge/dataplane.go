@@ -348,9 +348,9 @@ func (s *session) abandon(reqID string) {
 }
 
 // send registers and writes a request; the caller waits on pend.ack.
-func (s *session) send(typ string, ChannelScoped bool, channelID string, payload any, pend *pending) (string, error) {
+func (s *session) send(typ string, channelScoped bool, channelID string, payload any, pend *pending) (string, error) {
 	reqID := ids.New("req_")
-	return reqID, s.sendAs(reqID, typ, ChannelScoped, channelID, payload, pend)
+	return reqID, s.sendAs(reqID, typ, channelScoped, channelID, payload, pend)
 }
 
 // sendWithID sends a user-level request under a request id chosen by the
@@ -359,7 +359,7 @@ func (s *session) sendWithID(reqID, typ, channelID string, payload any, pend *pe
 	return s.sendAs(reqID, typ, true, channelID, payload, pend)
 }
 
-func (s *session) sendAs(reqID, typ string, ChannelScoped bool, channelID string, payload any, pend *pending) error {
+func (s *session) sendAs(reqID, typ string, channelScoped bool, channelID string, payload any, pend *pending) error {
 	var raw json.RawMessage
 	if payload != nil {
 		var err error
@@ -373,7 +373,7 @@ func (s *session) sendAs(reqID, typ string, ChannelScoped bool, channelID string
 	if err := s.register(reqID, pend); err != nil {
 		return err
 	}
-	p := &wire.Packet{RequestID: reqID, Type: typ, ConnectorChannelID: channelID, ChannelScoped: ChannelScoped, Payload: raw}
+	p := &wire.Packet{RequestID: reqID, Type: typ, ConnectorChannelID: channelID, ChannelScoped: channelScoped, Payload: raw}
 	if err := s.write(p); err != nil {
 		s.abandon(reqID)
 		s.end("write failed")
@@ -384,9 +384,9 @@ func (s *session) sendAs(reqID, typ string, ChannelScoped bool, channelID string
 
 // request sends a request and waits for its ack, bounded by the request
 // timeout. An ack carrying an error, or an error packet, is a *RemoteError.
-func (s *session) request(ctx context.Context, typ string, ChannelScoped bool, channelID string, payload any) (*wire.Packet, error) {
+func (s *session) request(ctx context.Context, typ string, channelScoped bool, channelID string, payload any) (*wire.Packet, error) {
 	pend := &pending{}
-	reqID, err := s.send(typ, ChannelScoped, channelID, payload, pend)
+	reqID, err := s.send(typ, channelScoped, channelID, payload, pend)
 	if err != nil {
 		return nil, err
 	}

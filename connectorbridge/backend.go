@@ -236,11 +236,11 @@ func (b *Backend) setAvailable(up bool) { b.avail.Set(up) }
 func (b *Backend) Health(ctx context.Context) error {
 	c := b.c
 	var errs []error
-	card, _, err := c.fetchCard(ctx)
+	card, _, err := c.ctl.FetchCard(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("card: %w", err))
 	}
-	h, err := c.probeHealth(ctx)
+	h, err := c.ctl.ProbeHealth(ctx)
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("health: %w", err))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/logging"
@@ -118,6 +119,7 @@ type Client struct {
 	o      Options
 	base   *url.URL
 	http   *http.Client
+	ctl    *transport.Control
 	wsHTTP *http.Client
 	log    *slog.Logger
 	red    *backendkit.Redactor
@@ -132,7 +134,7 @@ type Client struct {
 
 	card        *wire.Card
 	cardRaw     []byte
-	skill       Skill
+	skill       transport.Skill
 	claimed     string
 	supervised  bool // a Backend's client: claims its card in the live registry
 	liveClaim   bool
@@ -198,6 +200,7 @@ func NewClient(o Options) (*Client, error) {
 		}
 	}
 	c.wsHTTP = c.http
+	c.ctl = &transport.Control{Base: base, HTTP: c.http, APIKey: o.APIKey, Timeout: o.RequestTimeout, Red: red, Log: c.log}
 	if o.Bindings != nil {
 		c.st = &bindingStore{d: o.Bindings, endpoint: o.Endpoint}
 	}
@@ -260,11 +263,11 @@ func (c *Client) HealthState() HealthState {
 // discover fetches and validates the Card and the Skill, and loads the
 // stored binding the first time.
 func (c *Client) discover(ctx context.Context) error {
-	card, raw, err := c.fetchCard(ctx)
+	card, raw, err := c.ctl.FetchCard(ctx)
 	if err != nil {
 		return err
 	}
-	skill, serr := c.fetchSkill(ctx)
+	skill, serr := c.ctl.FetchSkill(ctx)
 	c.mu.Lock()
 	if c.card != nil && c.card.ConnectorCardID != card.ConnectorCardID {
 		c.mu.Unlock()
@@ -320,7 +323,7 @@ func (c *Client) discover(ctx context.Context) error {
 
 // safeLabel shapes a connector-supplied label for a log line.
 func safeLabel(s string) string {
-	s = truncateRunes(s, 64)
+	s = wire.TruncateRunes(s, 64)
 	return strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
 			return -1
@@ -384,8 +387,8 @@ func (c *Client) Open(ctx context.Context) error {
 	if err := c.discover(ctx); err != nil {
 		return err
 	}
-	if _, err := c.probeHealth(ctx); err != nil {
-		if isAuthFailure(err) {
+	if _, err := c.ctl.ProbeHealth(ctx); err != nil {
+		if transport.IsAuthFailure(err) {
 			return err
 		}
 		c.log.Warn("connector /health failed; trying the data plane anyway", "error", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/ids"
 )
@@ -84,9 +85,9 @@ func (c *Client) dial(ctx context.Context) (*session, error) {
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, &httpError{"/ws", resp.StatusCode}
+			return nil, &transport.HTTPError{Endpoint: "/ws", Code: resp.StatusCode}
 		}
-		return nil, fmt.Errorf("connector /ws: %s", c.red.Scrub(netReason(err)))
+		return nil, fmt.Errorf("connector /ws: %s", c.red.Scrub(transport.NetReason(err)))
 	}
 	if conn.Subprotocol() != wire.Subprotocol {
 		conn.Close(websocket.StatusPolicyViolation, "subprotocol required")
@@ -201,7 +202,7 @@ func (s *session) readFailure(err error) string {
 	if st := websocket.CloseStatus(err); st != -1 {
 		return fmt.Sprintf("closed by the connector (WebSocket status %d)", int(st))
 	}
-	return "connection lost: " + s.c.red.Scrub(netReason(err))
+	return "connection lost: " + s.c.red.Scrub(transport.NetReason(err))
 }
 
 func (s *session) dispatch(p *wire.Packet) {

@@ -3,8 +3,29 @@ package connectorbridge
 import (
 	"context"
 
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
+
+// HealthState is the connector's system-level state as the gateway sees it.
+type HealthState string
+
+// Health states (§4.3). unauthorized is a 401/403 from /health or /ws;
+// incompatible is a protocol version outside the admission window or a
+// card id mismatch, which cannot stay online.
+const (
+	HealthUnknown      HealthState = "unknown"
+	HealthOK           HealthState = "ok"
+	HealthDegraded     HealthState = "degraded"
+	HealthOffline      HealthState = "offline"
+	HealthUnauthorized HealthState = "unauthorized"
+	HealthIncompatible HealthState = "incompatible"
+)
+
+// usable reports whether the data plane may be used in this state.
+func (h HealthState) usable() bool {
+	return h == HealthOK || h == HealthDegraded || h == HealthUnknown
+}
 
 // setHealth records a health state and logs transitions only.
 func (c *Client) setHealth(h HealthState, reason string) {
@@ -47,9 +68,9 @@ func (c *Client) setHealth(h HealthState, reason string) {
 // authentication failure, anything else one failure (1-2 degraded, 3+
 // offline); version, protocol or build changes refetch Card and Skill.
 func (c *Client) checkHealth(ctx context.Context) {
-	h, err := c.probeHealth(ctx)
+	h, err := c.ctl.ProbeHealth(ctx)
 	if err != nil {
-		if isAuthFailure(err) {
+		if transport.IsAuthFailure(err) {
 			c.setHealth(HealthUnauthorized, err.Error())
 			return
 		}
@@ -121,7 +142,7 @@ func sameProtocol(a, b string) bool {
 	return err1 == nil && err2 == nil && x == y
 }
 
-func healthDiffers(h *healthReply, card *wire.Card) bool {
+func healthDiffers(h *transport.HealthReply, card *wire.Card) bool {
 	if h.ConnectorCardVersion != "" && h.ConnectorCardVersion != card.Connector.Version {
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/store"
 )
@@ -34,7 +35,7 @@ func TestReferenceCardIsValidAndMatchesTestdata(t *testing.T) {
 			t.Errorf("%s differs from the copy embedded in connectortest; keep them identical", f.file)
 		}
 	}
-	if skillName(string(connectortest.DefaultSkill)) != "connector-im-refconnector" {
+	if transport.SkillName(string(connectortest.DefaultSkill)) != "connector-im-refconnector" {
 		t.Errorf("skill header name not parsed")
 	}
 }
@@ -68,14 +69,14 @@ func TestProjectionVersioning(t *testing.T) {
 	card, _ := wire.ParseCard(connectortest.DefaultCard)
 	o := &Options{Endpoint: "im@agents.example.test"}
 	d1, _, _ := wire.ParseDescriptor(connectortest.DescriptorJSON(nil), card, "cch_1")
-	p1, err := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
+	p1, err := project(o, card, transport.Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := validateManifest(p1.manifest); err != nil {
 		t.Fatal(err)
 	}
-	p1b, _ := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
+	p1b, _ := project(o, card, transport.Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
 	if p1.version != p1b.version || !bytes.Equal(p1.manifest, p1b.manifest) {
 		t.Error("projection is not deterministic")
 	}
@@ -86,23 +87,23 @@ func TestProjectionVersioning(t *testing.T) {
 		t.Errorf("tools %v", p1.tools)
 	}
 	d2, _, _ := wire.ParseDescriptor(connectortest.DescriptorJSON(func(m map[string]any) { m["tools"] = m["tools"].([]any)[:1] }), card, "cch_1")
-	p2, _ := project(o, card, Skill{Text: "guide"}, d2)
+	p2, _ := project(o, card, transport.Skill{Text: "guide"}, d2)
 	if p2.version == p1.version || strings.Join(p2.tools, ",") != "echo" {
 		t.Errorf("availability change: %s vs %s, tools %v", p2.version, p1.version, p2.tools)
 	}
-	p3, _ := project(o, card, Skill{Text: "other guide"}, d1)
+	p3, _ := project(o, card, transport.Skill{Text: "other guide"}, d1)
 	if p3.version == p1.version {
 		t.Error("skill change keeps the version")
 	}
 	card.Build.GitRev = "another"
-	p4, _ := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
+	p4, _ := project(o, card, transport.Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
 	if p4.version == p1.version {
 		t.Error("build change keeps the version")
 	}
 	// Long Skill text is cut to the description limit; odd versions are
 	// mapped onto the grammar.
 	card.Connector.Version = "1.0 beta/2+ü"
-	p5, _ := project(o, card, Skill{Text: strings.Repeat("é", 9000)}, d1)
+	p5, _ := project(o, card, transport.Skill{Text: strings.Repeat("é", 9000)}, d1)
 	if err := validateManifest(p5.manifest); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestProjectionVersioning(t *testing.T) {
 		t.Errorf("version %s", p5.version)
 	}
 	// No descriptor: a manifest with no tools.
-	p6, _ := project(o, card, Skill{}, nil)
+	p6, _ := project(o, card, transport.Skill{}, nil)
 	if len(p6.tools) != 0 {
 		t.Error("tools without a descriptor")
 	}

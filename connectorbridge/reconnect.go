@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/backoff"
 )
@@ -113,7 +114,7 @@ func (c *Client) runDataPlane(ctx context.Context) {
 			c.dataErr = err.Error()
 			c.mu.Unlock()
 			c.log.Warn("connector data plane connect failed", "error", err, "attempt", fails)
-			if isAuthFailure(err) {
+			if transport.IsAuthFailure(err) {
 				c.setHealth(HealthUnauthorized, err.Error())
 			}
 			if fails >= c.o.MaxReconnectFailures {

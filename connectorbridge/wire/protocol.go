@@ -700,3 +700,13 @@ func ParseDescriptor(raw json.RawMessage, card *Card, channelID string) (*Descri
 	d.Tools = tools
 	return &d, dropped, nil
 }
+
+// TruncateRunes cuts s to at most max runes, for bounding
+// connector-supplied text.
+func TruncateRunes(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max])
+}

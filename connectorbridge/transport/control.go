@@ -1,10 +1,15 @@
-package connectorbridge
+package transport
 
 import (
+	"log/slog"
+	"net/url"
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentgw/agentgw/backendkit"
 	"io"
 	"net/http"
 	"strings"
@@ -20,29 +25,21 @@ const (
 	maxHealthBytes = 64 << 10
 )
 
-// HealthState is the connector's system-level state as the gateway sees it.
-type HealthState string
-
-// Health states (§4.3). unauthorized is a 401/403 from /health or /ws;
-// incompatible is a protocol version outside the admission window or a
-// card id mismatch, which cannot stay online.
-const (
-	HealthUnknown      HealthState = "unknown"
-	HealthOK           HealthState = "ok"
-	HealthDegraded     HealthState = "degraded"
-	HealthOffline      HealthState = "offline"
-	HealthUnauthorized HealthState = "unauthorized"
-	HealthIncompatible HealthState = "incompatible"
-)
-
-// usable reports whether the data plane may be used in this state.
-func (h HealthState) usable() bool {
-	return h == HealthOK || h == HealthDegraded || h == HealthUnknown
+// Control is the connector's HTTP control plane (§3, §4): the public
+// Connector Card and Skill, and the keyed /health probe. HTTP must not
+// follow redirects, which could carry the Bearer key to another host.
+type Control struct {
+	Base    *url.URL
+	HTTP    *http.Client
+	APIKey  string // the system API key; "" sends no Authorization header
+	Timeout time.Duration
+	Red     *backendkit.Redactor // scrubs network error text
+	Log     *slog.Logger
 }
 
-// healthReply is the /health body (§4.3); every member is optional here
+// HealthReply is the /health body (§4.3); every member is optional here
 // because 2xx alone means available.
-type healthReply struct {
+type HealthReply struct {
 	Status               string      `json:"status"`
 	ConnectorCardID      string      `json:"connector_card_id"`
 	ConnectorCardVersion string      `json:"connector_card_version"`
@@ -50,39 +47,40 @@ type healthReply struct {
 	Build                *wire.Build `json:"build"`
 }
 
-// httpError is a non-2xx answer; it carries only the status code.
-type httpError struct {
-	endpoint string
-	code     int
+// HTTPError is a non-2xx answer; it carries only the status code.
+type HTTPError struct {
+	Endpoint string
+	Code     int
 }
 
-func (e *httpError) Error() string {
-	if e.code == http.StatusUnauthorized || e.code == http.StatusForbidden {
-		return fmt.Sprintf("connector %s: system API key rejected (HTTP %d)", e.endpoint, e.code)
+func (e *HTTPError) Error() string {
+	if e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden {
+		return fmt.Sprintf("connector %s: system API key rejected (HTTP %d)", e.Endpoint, e.Code)
 	}
-	return fmt.Sprintf("connector %s: HTTP %d", e.endpoint, e.code)
+	return fmt.Sprintf("connector %s: HTTP %d", e.Endpoint, e.Code)
 }
 
-func isAuthFailure(err error) bool {
-	var he *httpError
-	return errors.As(err, &he) && (he.code == http.StatusUnauthorized || he.code == http.StatusForbidden)
+// IsAuthFailure reports whether err is a 401 or 403 answer.
+func IsAuthFailure(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && (he.Code == http.StatusUnauthorized || he.Code == http.StatusForbidden)
 }
 
 // get performs one control-plane GET with a size limit. withKey adds the
 // Bearer key; the Card and Skill are public and never get it (§3).
-func (c *Client) get(ctx context.Context, path string, withKey bool, limit int64) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.RequestTimeout)
+func (c *Control) get(ctx context.Context, path string, withKey bool, limit int64) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, wire.EndpointURL(c.base, path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, wire.EndpointURL(c.Base, path), nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("connector %s: cannot build request", path)
 	}
-	if withKey && c.o.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.o.APIKey)
+	if withKey && c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("connector %s: %s", path, c.red.Scrub(netReason(err)))
+		return 0, nil, fmt.Errorf("connector %s: %s", path, c.Red.Scrub(NetReason(err)))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -95,9 +93,9 @@ func (c *Client) get(ctx context.Context, path string, withKey bool, limit int64
 	return resp.StatusCode, body, nil
 }
 
-// netReason turns a transport error into a short reason without the URL's
+// NetReason turns a transport error into a short reason without the URL's
 // details beyond what the operator configured.
-func netReason(err error) string {
+func NetReason(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timed out"
@@ -108,19 +106,19 @@ func netReason(err error) string {
 	if i := strings.LastIndex(s, ": "); i >= 0 {
 		s = s[i+2:]
 	}
-	return truncateRunes(s, 120)
+	return wire.TruncateRunes(s, 120)
 }
 
-// fetchCard reads and validates /connector-card.json.
-func (c *Client) fetchCard(ctx context.Context) (*wire.Card, []byte, error) {
+// FetchCard reads and validates /connector-card.json.
+func (c *Control) FetchCard(ctx context.Context) (*wire.Card, []byte, error) {
 	code, body, err := c.get(ctx, "/connector-card.json", false, maxCardBytes)
 	if err != nil {
 		return nil, nil, err
 	}
 	if code != http.StatusOK {
-		return nil, nil, &httpError{"/connector-card.json", code}
+		return nil, nil, &HTTPError{"/connector-card.json", code}
 	}
-	card, err := wire.ParseCard(body, c.o.APIKey)
+	card, err := wire.ParseCard(body, c.APIKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,8 +131,8 @@ type Skill struct {
 	Name string // the SKILL.md header name when present and well formed
 }
 
-// fetchSkill reads /skill.md: 200 is the Skill, 204 and 404 mean none.
-func (c *Client) fetchSkill(ctx context.Context) (Skill, error) {
+// FetchSkill reads /skill.md: 200 is the Skill, 204 and 404 mean none.
+func (c *Control) FetchSkill(ctx context.Context) (Skill, error) {
 	code, body, err := c.get(ctx, "/skill.md", false, maxSkillBytes)
 	if err != nil {
 		return Skill{}, err
@@ -144,21 +142,21 @@ func (c *Client) fetchSkill(ctx context.Context) (Skill, error) {
 	case http.StatusNoContent, http.StatusNotFound:
 		return Skill{}, nil
 	default:
-		return Skill{}, &httpError{"/skill.md", code}
+		return Skill{}, &HTTPError{"/skill.md", code}
 	}
 	if !utf8.Valid(body) {
 		return Skill{}, errors.New("connector /skill.md: not UTF-8")
 	}
-	if containsSecret(body, c.o.APIKey) {
+	if backendkit.ContainsSecret(body, c.APIKey) {
 		return Skill{}, errors.New("connector /skill.md contains the system API key; Skill refused")
 	}
 	text := string(body)
-	return Skill{Text: text, Name: skillName(text)}, nil
+	return Skill{Text: text, Name: SkillName(text)}, nil
 }
 
-// skillName reads "name:" from the SKILL.md front matter and returns it if
+// SkillName reads "name:" from the SKILL.md front matter and returns it if
 // it is lowercase hyphen-case (§4.2).
-func skillName(text string) string {
+func SkillName(text string) string {
 	lines := strings.SplitN(text, "\n", 40)
 	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
 		return ""
@@ -192,22 +190,22 @@ func validSkillName(s string) bool {
 	return true
 }
 
-// probeHealth performs one GET /health with the key (§4.3).
-func (c *Client) probeHealth(ctx context.Context) (*healthReply, error) {
+// ProbeHealth performs one GET /health with the key (§4.3).
+func (c *Control) ProbeHealth(ctx context.Context) (*HealthReply, error) {
 	code, body, err := c.get(ctx, "/health", true, maxHealthBytes)
 	if err != nil {
 		return nil, err
 	}
 	if code < 200 || code > 299 {
-		return nil, &httpError{"/health", code}
+		return nil, &HTTPError{"/health", code}
 	}
-	var h healthReply
+	var h HealthReply
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if json.Unmarshal(body, &h) != nil {
 			// 2xx means available; a body we cannot read only loses
 			// change detection.
-			c.log.Debug("connector /health answer is not the documented JSON object")
-			return &healthReply{}, nil
+			c.Log.Debug("connector /health answer is not the documented JSON object")
+			return &HealthReply{}, nil
 		}
 	}
 	return &h, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
@@ -131,7 +132,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		start["input"] = fields
 	}
 	fmt.Fprintf(out, "Starting %s flow %q: %s\n", flow.Type, flow.ID, displayText(c.red, flow.Title, 200))
-	ack, err := s.request(ctx, wire.TypeAuthStart, true, chID, start)
+	ack, err := s.Request(ctx, wire.TypeAuthStart, true, chID, start)
 	if err != nil {
 		return fmt.Errorf("auth.start: %w", err)
 	}
@@ -178,7 +179,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		if sessionID == "" {
 			return errors.New("connector returned no auth_session_id to poll")
 		}
-		ack, err = s.request(ctx, wire.TypeAuthStatus, true, chID, map[string]any{
+		ack, err = s.Request(ctx, wire.TypeAuthStatus, true, chID, map[string]any{
 			"flow_id": flow.ID, "auth_session_id": sessionID, "refresh": refresh,
 		})
 		if err != nil {
@@ -226,7 +227,7 @@ func (c *Client) parseAuthAck(ack *wire.Packet, chID string) (*authAck, error) {
 
 // finishAuth validates the authenticated descriptor (from the ack or a
 // descriptor.get) and persists the binding.
-func (c *Client) finishAuth(ctx context.Context, s *session, card *wire.Card, chID string, st *authAck, out io.Writer) error {
+func (c *Client) finishAuth(ctx context.Context, s *transport.Session, card *wire.Card, chID string, st *authAck, out io.Writer) error {
 	var desc *wire.Descriptor
 	var err error
 	if len(st.ConnectionDescriptor) > 0 && string(st.ConnectionDescriptor) != "null" {
@@ -266,13 +267,13 @@ func (c *Client) finishAuth(ctx context.Context, s *session, card *wire.Card, ch
 }
 
 // cancelAuth sends auth.cancel for an unfinished session (§8.11).
-func (c *Client) cancelAuth(s *session, chID, sessionID string, out io.Writer) {
+func (c *Client) cancelAuth(s *transport.Session, chID, sessionID string, out io.Writer) {
 	if sessionID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	ack, err := s.request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": sessionID})
+	ack, err := s.Request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": sessionID})
 	if err != nil {
 		fmt.Fprintln(out, "auth.cancel was not acknowledged")
 		return
@@ -290,7 +291,7 @@ func (c *Client) CancelAuth(ctx context.Context, authSessionID string) error {
 	if s == nil {
 		return errors.New("no open connector channel")
 	}
-	_, err := s.request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": authSessionID})
+	_, err := s.Request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": authSessionID})
 	return err
 }
 
@@ -314,7 +315,7 @@ func (c *Client) Logout(ctx context.Context, out io.Writer) error {
 	if s == nil || chID == "" || bound == "" || bound != chID {
 		return errors.New("the agent has no bound connector channel to sign out")
 	}
-	ack, err := s.request(ctx, wire.TypeAuthLogout, true, chID, struct{}{})
+	ack, err := s.Request(ctx, wire.TypeAuthLogout, true, chID, struct{}{})
 	if err != nil {
 		return fmt.Errorf("auth.logout: %w", err)
 	}

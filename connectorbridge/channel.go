@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // openChannel sends channel.open (empty id the first time, the persisted
 // one later) and validates the ack (§8.4).
-func (c *Client) openChannel(ctx context.Context, s *session, card *wire.Card, want string) (string, *wire.Descriptor, error) {
-	ack, err := s.request(ctx, wire.TypeChannelOpen, true, want, struct{}{})
+func (c *Client) openChannel(ctx context.Context, s *transport.Session, card *wire.Card, want string) (string, *wire.Descriptor, error) {
+	ack, err := s.Request(ctx, wire.TypeChannelOpen, true, want, struct{}{})
 	if err != nil {
 		return "", nil, fmt.Errorf("channel.open: %w", err)
 	}
@@ -80,7 +81,7 @@ func (c *Client) bindChannel(ctx context.Context, card *wire.Card, wasBound bool
 
 // onDescriptorPush validates a pushed descriptor and ignores any identity
 // mismatch (§8.17).
-func (c *Client) onDescriptorPush(s *session, p *wire.Packet) {
+func (c *Client) onDescriptorPush(s *transport.Session, p *wire.Packet) {
 	c.mu.Lock()
 	ok := c.sess == s && p.ConnectorChannelID == c.chanID && c.card != nil
 	card := c.card
@@ -104,7 +105,7 @@ func (c *Client) onDescriptorPush(s *session, p *wire.Packet) {
 
 // applyDescriptor installs a fresh descriptor for the open channel and
 // persists an auth-state change off the read loop.
-func (c *Client) applyDescriptor(s *session, chID string, desc *wire.Descriptor) {
+func (c *Client) applyDescriptor(s *transport.Session, chID string, desc *wire.Descriptor) {
 	c.mu.Lock()
 	if c.sess != s || c.chanID != chID {
 		c.mu.Unlock()
@@ -142,8 +143,8 @@ func (c *Client) refreshDescriptor(ctx context.Context) {
 	c.applyDescriptor(s, chID, desc)
 }
 
-func (c *Client) getDescriptor(ctx context.Context, s *session, card *wire.Card, chID string) (*wire.Descriptor, error) {
-	ack, err := s.request(ctx, wire.TypeDescriptorGet, true, chID, struct{}{})
+func (c *Client) getDescriptor(ctx context.Context, s *transport.Session, card *wire.Card, chID string) (*wire.Descriptor, error) {
+	ack, err := s.Request(ctx, wire.TypeDescriptorGet, true, chID, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +163,8 @@ func (c *Client) getDescriptor(ctx context.Context, s *session, card *wire.Card,
 }
 
 // closeChannel sends channel.close; it keeps the binding (§8.5).
-func (c *Client) closeChannel(ctx context.Context, s *session, chID string) {
-	if _, err := s.request(ctx, wire.TypeChannelClose, true, chID, struct{}{}); err != nil {
+func (c *Client) closeChannel(ctx context.Context, s *transport.Session, chID string) {
+	if _, err := s.Request(ctx, wire.TypeChannelClose, true, chID, struct{}{}); err != nil {
 		c.log.Debug("channel.close not acknowledged", "error", err)
 	}
 }
@@ -208,14 +209,14 @@ func (c *Client) switchChannel(ctx context.Context, b binding) {
 // can sign it in. The binding is kept (§8.13, architecture §5.7). A
 // connector without auth flows keeps its route, since its channel can only
 // become ready on its own.
-func (c *Client) releaseSignedOut(ctx context.Context, s *session, chID string) {
+func (c *Client) releaseSignedOut(ctx context.Context, s *transport.Session, chID string) {
 	c.chanMu.Lock()
 	defer c.chanMu.Unlock()
 	c.releaseLocked(ctx, s, chID)
 }
 
 // releaseLocked is releaseSignedOut with chanMu held.
-func (c *Client) releaseLocked(ctx context.Context, s *session, chID string) {
+func (c *Client) releaseLocked(ctx context.Context, s *transport.Session, chID string) {
 	if !c.supervised || chID == "" {
 		return
 	}

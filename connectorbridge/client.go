@@ -116,15 +116,15 @@ func (o *Options) defaults() {
 // plane, data plane and the agent's one user channel. The Backend runs it
 // supervised; `agentgw connector auth` uses it for one session.
 type Client struct {
-	o      Options
-	base   *url.URL
-	http   *http.Client
-	ctl    *transport.Control
-	wsHTTP *http.Client
-	log    *slog.Logger
-	red    *backendkit.Redactor
-	clock  clock.Clock
-	st     *bindingStore
+	o     Options
+	base  *url.URL
+	http  *http.Client
+	ctl   *transport.Control
+	dp    *transport.DataPlane
+	log   *slog.Logger
+	red   *backendkit.Redactor
+	clock clock.Clock
+	st    *bindingStore
 
 	// chanMu serialises channel operations (open, switch, close), which
 	// wait on the network; mu guards the fields below and is never held
@@ -144,7 +144,7 @@ type Client struct {
 	healthErr   string
 	dataErr     string
 
-	sess            *session
+	sess            *transport.Session
 	lastConnectorID string
 	chanID          string           // channel open on sess; "" when none
 	desc            *wire.Descriptor // descriptor of chanID on sess
@@ -199,8 +199,6 @@ func NewClient(o Options) (*Client, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	c.wsHTTP = c.http
-	c.ctl = &transport.Control{Base: base, HTTP: c.http, APIKey: o.APIKey, Timeout: o.RequestTimeout, Red: red, Log: c.log}
 	if o.Bindings != nil {
 		c.st = &bindingStore{d: o.Bindings, endpoint: o.Endpoint}
 	}
@@ -250,7 +248,7 @@ func (c *Client) ConnectorID() string {
 	if c.sess == nil {
 		return ""
 	}
-	return c.sess.connectorID
+	return c.sess.ConnectorID()
 }
 
 // HealthState returns the last health state.
@@ -263,11 +261,11 @@ func (c *Client) HealthState() HealthState {
 // discover fetches and validates the Card and the Skill, and loads the
 // stored binding the first time.
 func (c *Client) discover(ctx context.Context) error {
-	card, raw, err := c.ctl.FetchCard(ctx)
+	card, raw, err := c.control().FetchCard(ctx)
 	if err != nil {
 		return err
 	}
-	skill, serr := c.ctl.FetchSkill(ctx)
+	skill, serr := c.control().FetchSkill(ctx)
 	c.mu.Lock()
 	if c.card != nil && c.card.ConnectorCardID != card.ConnectorCardID {
 		c.mu.Unlock()
@@ -387,7 +385,7 @@ func (c *Client) Open(ctx context.Context) error {
 	if err := c.discover(ctx); err != nil {
 		return err
 	}
-	if _, err := c.ctl.ProbeHealth(ctx); err != nil {
+	if _, err := c.control().ProbeHealth(ctx); err != nil {
 		if transport.IsAuthFailure(err) {
 			return err
 		}
@@ -400,8 +398,22 @@ func (c *Client) Open(ctx context.Context) error {
 }
 
 // live returns the live session, channel, Card and descriptor.
-func (c *Client) live() (*session, string, *wire.Card, *wire.Descriptor) {
+func (c *Client) live() (*transport.Session, string, *wire.Card, *wire.Descriptor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sess, c.chanID, c.card, c.desc
+}
+
+// control is the HTTP control plane with the current options.
+func (c *Client) control() *transport.Control {
+	return &transport.Control{Base: c.base, HTTP: c.http, APIKey: c.o.APIKey, Timeout: c.o.RequestTimeout, Red: c.red, Log: c.log}
+}
+
+// dataPlane is the WebSocket data plane with the current options; its
+// sessions call back into the Client when they end or get a descriptor.
+func (c *Client) dataPlane() *transport.DataPlane {
+	return &transport.DataPlane{
+		Base: c.base, HTTP: c.http, APIKey: c.o.APIKey, Timeout: c.o.RequestTimeout, MaxPacketBytes: c.o.MaxPacketBytes,
+		Red: c.red, Log: c.log, Clock: c.clock, OnEnd: c.detach, OnDescriptorPush: c.onDescriptorPush,
+	}
 }

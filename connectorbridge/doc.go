@@ -14,6 +14,7 @@
 // carries it is refused. See docs/connector-bridge.md for the operator view.
 //
 // The wire types and their validation live in connectorbridge/wire, the
-// HTTP control plane in connectorbridge/transport, the binding store in
+// HTTP control plane and the WebSocket data plane in
+// connectorbridge/transport, the binding store in
 // connectorbridge/bindingdb and bindingsqlite.
 package connectorbridge

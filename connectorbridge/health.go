@@ -60,7 +60,7 @@ func (c *Client) setHealth(h HealthState, reason string) {
 		}
 	}
 	if (h == HealthIncompatible || h == HealthUnauthorized) && sess != nil {
-		sess.close("connector " + string(h))
+		sess.Close("connector " + string(h))
 	}
 }
 
@@ -68,7 +68,7 @@ func (c *Client) setHealth(h HealthState, reason string) {
 // authentication failure, anything else one failure (1-2 degraded, 3+
 // offline); version, protocol or build changes refetch Card and Skill.
 func (c *Client) checkHealth(ctx context.Context) {
-	h, err := c.ctl.ProbeHealth(ctx)
+	h, err := c.control().ProbeHealth(ctx)
 	if err != nil {
 		if transport.IsAuthFailure(err) {
 			c.setHealth(HealthUnauthorized, err.Error())

@@ -180,9 +180,9 @@ func TestBadPacketsNoCrash(t *testing.T) {
 	} {
 		// Inject as if the connector had sent it.
 		if p, err := wire.DecodePacket([]byte(raw)); err == nil {
-			s.dispatch(p)
+			s.Dispatch(p)
 		} else {
-			s.bad(err.Error())
+			s.Bad(err.Error())
 		}
 	}
 	if !b.Client().Descriptor().Active() {

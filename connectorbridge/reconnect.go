@@ -14,7 +14,7 @@ import (
 // connect dials, says hello with the last connector_id and opens the
 // agent's channel, then publishes the new session, replacing the old
 // runtime instance atomically.
-func (c *Client) connect(ctx context.Context) (*session, error) {
+func (c *Client) connect(ctx context.Context) (*transport.Session, error) {
 	c.mu.Lock()
 	card := c.card
 	prev := c.lastConnectorID
@@ -22,19 +22,19 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	if card == nil {
 		return nil, errors.New("no Connector Card yet")
 	}
-	s, err := c.dial(ctx)
+	s, err := c.dataPlane().Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.hello(ctx, card, prev, c.o.SupportedProfiles); err != nil {
-		s.close("hello failed")
+	if err := s.Hello(ctx, card, prev, c.o.SupportedProfiles); err != nil {
+		s.Close("hello failed")
 		return nil, err
 	}
-	if prev != "" && s.connectorID != prev {
+	if prev != "" && s.ConnectorID() != prev {
 		c.log.Info("connector issued a new connector_id; replacing the runtime instance (the previous one expired or was rebuilt)",
-			"connector_id", s.connectorID)
+			"connector_id", s.ConnectorID())
 	}
-	if err := c.st.setConnectorID(ctx, card.ConnectorCardID, s.connectorID); err != nil {
+	if err := c.st.setConnectorID(ctx, card.ConnectorCardID, s.ConnectorID()); err != nil {
 		c.log.Warn("cannot store the connector_id", "error", err)
 	}
 	c.chanMu.Lock()
@@ -44,7 +44,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	c.mu.Unlock()
 	chID, desc, err := c.openChannel(ctx, s, card, want)
 	if err != nil {
-		s.close("channel.open failed")
+		s.Close("channel.open failed")
 		return nil, err
 	}
 	// Persist first, so that whoever sees the new session sees the
@@ -53,26 +53,26 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	c.mu.Lock()
 	old := c.sess
 	c.sess = s
-	c.lastConnectorID = s.connectorID
+	c.lastConnectorID = s.ConnectorID()
 	c.chanID, c.desc, c.projDesc = chID, desc, desc
 	c.everOpened = true
 	c.dataErr = ""
 	c.notifyLocked()
 	c.mu.Unlock()
 	if old != nil && old != s {
-		old.close("replaced by a new runtime instance")
+		old.Close("replaced by a new runtime instance")
 	}
 	return s, nil
 }
 
 // detach forgets a session that ended.
-func (c *Client) detach(s *session) {
+func (c *Client) detach(s *transport.Session) {
 	c.mu.Lock()
 	if c.sess == s {
 		c.sess = nil
 		c.chanID = ""
 		c.desc = nil
-		c.dataErr = s.reason
+		c.dataErr = s.Reason()
 		c.notifyLocked()
 	}
 	c.mu.Unlock()
@@ -139,12 +139,12 @@ func (c *Client) runDataPlane(ctx context.Context) {
 		}
 		fails = 0
 		bo.Reset()
-		c.log.Info("connector data plane up", "connector_id", s.connectorID, "connector_channel_id", c.ChannelID())
+		c.log.Info("connector data plane up", "connector_id", s.ConnectorID(), "connector_channel_id", c.ChannelID())
 		c.releaseSignedOut(ctx, s, c.ChannelID())
 		pingDone := make(chan struct{})
 		go func() { defer close(pingDone); c.pingLoop(ctx, s) }()
 		select {
-		case <-s.done:
+		case <-s.Done():
 		case <-ctx.Done():
 			c.shutdown(s)
 			<-pingDone
@@ -152,7 +152,7 @@ func (c *Client) runDataPlane(ctx context.Context) {
 		}
 		<-pingDone
 		c.detach(s)
-		c.log.Warn("connector data plane lost; reconnecting", "reason", s.reason)
+		c.log.Warn("connector data plane lost; reconnecting", "reason", s.Reason())
 		if !c.sleep(ctx, bo.Next()) {
 			return
 		}
@@ -160,39 +160,39 @@ func (c *Client) runDataPlane(ctx context.Context) {
 }
 
 // shutdown closes the channel route and the data plane.
-func (c *Client) shutdown(s *session) {
+func (c *Client) shutdown(s *transport.Session) {
 	c.mu.Lock()
 	chID := c.chanID
 	c.mu.Unlock()
-	if chID != "" && s.alive() {
+	if chID != "" && s.Alive() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		c.closeChannel(ctx, s, chID)
 		cancel()
 	}
-	s.close("gateway shutting down")
+	s.Close("gateway shutting down")
 	c.detach(s)
 }
 
-func (c *Client) pingLoop(ctx context.Context, s *session) {
+func (c *Client) pingLoop(ctx context.Context, s *transport.Session) {
 	for {
 		ch := make(chan struct{})
 		t := c.clock.AfterFunc(c.o.PingInterval, func() { close(ch) })
 		select {
 		case <-ch:
-		case <-s.done:
+		case <-s.Done():
 			t.Stop()
 			return
 		case <-ctx.Done():
 			t.Stop()
 			return
 		}
-		if _, err := s.request(ctx, wire.TypePing, false, "", nil); err != nil {
-			var re *RemoteError
-			if errors.As(err, &re) || !s.alive() || ctx.Err() != nil {
+		if _, err := s.Request(ctx, wire.TypePing, false, "", nil); err != nil {
+			var re *transport.RemoteError
+			if errors.As(err, &re) || !s.Alive() || ctx.Err() != nil {
 				continue
 			}
 			c.log.Warn("connector did not answer ping; closing the data plane", "error", err)
-			s.close("ping timeout")
+			s.Close("ping timeout")
 			return
 		}
 	}

@@ -9,6 +9,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentgw/agentgw/connectorbridge/transport"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // authAck is the payload of auth.start.ack and auth.status.ack (§8.8).
@@ -26,16 +29,16 @@ type authAck struct {
 }
 
 // Flows returns the Card's authentication flows (after Open).
-func (c *Client) Flows() []AuthFlow {
+func (c *Client) Flows() []wire.AuthFlow {
 	card := c.Card()
 	if card == nil {
 		return nil
 	}
-	return append([]AuthFlow(nil), card.AuthFlows...)
+	return append([]wire.AuthFlow(nil), card.AuthFlows...)
 }
 
 // pickFlow resolves flowID; "" is allowed when the Card has one flow.
-func pickFlow(card *Card, flowID string) (*AuthFlow, error) {
+func pickFlow(card *wire.Card, flowID string) (*wire.AuthFlow, error) {
 	if flowID == "" {
 		if len(card.AuthFlows) == 1 {
 			return &card.AuthFlows[0], nil
@@ -58,7 +61,7 @@ func pickFlow(card *Card, flowID string) (*AuthFlow, error) {
 
 // checkFields validates form input against the flow. Errors name fields,
 // never values.
-func checkFields(f *AuthFlow, fields map[string]string) error {
+func checkFields(f *wire.AuthFlow, fields map[string]string) error {
 	if f.Type != "form" {
 		if len(fields) > 0 {
 			return fmt.Errorf("flow %s (%s) takes no fields", f.ID, f.Type)
@@ -75,7 +78,7 @@ func checkFields(f *AuthFlow, fields map[string]string) error {
 	var unknown []string
 	for k := range fields {
 		if !known[k] {
-			if validCode(k) {
+			if wire.ValidCode(k) {
 				unknown = append(unknown, k)
 			} else {
 				unknown = append(unknown, "(malformed name)")
@@ -92,8 +95,8 @@ func checkFields(f *AuthFlow, fields map[string]string) error {
 // Auth runs one authentication flow on the agent's channel and, on
 // success, persists the binding so that the running gateway picks it up.
 // Form input goes only into auth.start; sensitive values are never
-// printed or logged. A qr_login flow prints qr_code_text (and a terminal
-// QR code), polls auth.status at poll_interval_millis and refreshes the
+// printed or logged. A qr_login flow prints qr_code_text (and, through
+// Options.ShowQR, a terminal QR code), polls auth.status at poll_interval_millis and refreshes the
 // code on qr_refresh_required. Cancelling ctx sends auth.cancel.
 func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]string, out io.Writer) error {
 	if out == nil {
@@ -129,7 +132,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		start["input"] = fields
 	}
 	fmt.Fprintf(out, "Starting %s flow %q: %s\n", flow.Type, flow.ID, displayText(c.red, flow.Title, 200))
-	ack, err := s.request(ctx, typeAuthStart, true, chID, start)
+	ack, err := s.Request(ctx, wire.TypeAuthStart, true, chID, start)
 	if err != nil {
 		return fmt.Errorf("auth.start: %w", err)
 	}
@@ -150,7 +153,11 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		}
 		if st.QRCodeText != "" && st.QRCodeText != lastQR {
 			lastQR = st.QRCodeText
-			printQR(out, displayText(c.red, st.QRCodeText, 2048))
+			text := displayText(c.red, st.QRCodeText, 2048)
+			fmt.Fprintf(out, "Scan this QR code with the target app (raw text: %s)\n", text)
+			if c.o.ShowQR != nil {
+				c.o.ShowQR(out, text)
+			}
 		}
 		if st.QRCodeImage != "" && (strings.HasPrefix(st.QRCodeImage, "https://") || strings.HasPrefix(st.QRCodeImage, "http://")) {
 			fmt.Fprintf(out, "QR image: %s\n", displayText(c.red, st.QRCodeImage, 2048))
@@ -172,7 +179,7 @@ func (c *Client) Auth(ctx context.Context, flowID string, fields map[string]stri
 		if sessionID == "" {
 			return errors.New("connector returned no auth_session_id to poll")
 		}
-		ack, err = s.request(ctx, typeAuthStatus, true, chID, map[string]any{
+		ack, err = s.Request(ctx, wire.TypeAuthStatus, true, chID, map[string]any{
 			"flow_id": flow.ID, "auth_session_id": sessionID, "refresh": refresh,
 		})
 		if err != nil {
@@ -201,7 +208,7 @@ func pollInterval(ms int64) time.Duration {
 	return d
 }
 
-func (c *Client) parseAuthAck(ack *Packet, chID string) (*authAck, error) {
+func (c *Client) parseAuthAck(ack *wire.Packet, chID string) (*authAck, error) {
 	var a authAck
 	if err := json.Unmarshal(ack.Payload, &a); err != nil {
 		return nil, fmt.Errorf("%s: payload is not a valid object", ack.Type)
@@ -209,10 +216,10 @@ func (c *Client) parseAuthAck(ack *Packet, chID string) (*authAck, error) {
 	if a.ConnectorChannelID != "" && a.ConnectorChannelID != chID {
 		return nil, fmt.Errorf("%s: connector_channel_id does not match the channel", ack.Type)
 	}
-	if !authStatuses[a.Status] {
+	if !wire.KnownAuthStatus(a.Status) {
 		return nil, fmt.Errorf("%s: status is not a supported value", ack.Type)
 	}
-	if a.AuthSessionID != "" && !validWireID(a.AuthSessionID) {
+	if a.AuthSessionID != "" && !wire.ValidWireID(a.AuthSessionID) {
 		return nil, fmt.Errorf("%s: auth_session_id is malformed", ack.Type)
 	}
 	return &a, nil
@@ -220,12 +227,12 @@ func (c *Client) parseAuthAck(ack *Packet, chID string) (*authAck, error) {
 
 // finishAuth validates the authenticated descriptor (from the ack or a
 // descriptor.get) and persists the binding.
-func (c *Client) finishAuth(ctx context.Context, s *session, card *Card, chID string, st *authAck, out io.Writer) error {
-	var desc *Descriptor
+func (c *Client) finishAuth(ctx context.Context, s *transport.Session, card *wire.Card, chID string, st *authAck, out io.Writer) error {
+	var desc *wire.Descriptor
 	var err error
 	if len(st.ConnectionDescriptor) > 0 && string(st.ConnectionDescriptor) != "null" {
 		var dropped []string
-		desc, dropped, err = ParseDescriptor(st.ConnectionDescriptor, card, chID)
+		desc, dropped, err = wire.ParseDescriptor(st.ConnectionDescriptor, card, chID)
 		c.logDropped(dropped)
 	} else {
 		desc, err = c.getDescriptor(ctx, s, card, chID)
@@ -244,7 +251,7 @@ func (c *Client) finishAuth(ctx context.Context, s *session, card *Card, chID st
 	c.mu.Unlock()
 	c.bindChannel(ctx, card, true, chID, chID, desc)
 	var tools []string
-	avail := desc.availableTools()
+	avail := desc.AvailableTools()
 	for _, t := range card.Tools {
 		if avail[t.ToolID] {
 			tools = append(tools, t.ToolID)
@@ -260,13 +267,13 @@ func (c *Client) finishAuth(ctx context.Context, s *session, card *Card, chID st
 }
 
 // cancelAuth sends auth.cancel for an unfinished session (§8.11).
-func (c *Client) cancelAuth(s *session, chID, sessionID string, out io.Writer) {
+func (c *Client) cancelAuth(s *transport.Session, chID, sessionID string, out io.Writer) {
 	if sessionID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	ack, err := s.request(ctx, typeAuthCancel, true, chID, map[string]any{"auth_session_id": sessionID})
+	ack, err := s.Request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": sessionID})
 	if err != nil {
 		fmt.Fprintln(out, "auth.cancel was not acknowledged")
 		return
@@ -275,7 +282,7 @@ func (c *Client) cancelAuth(s *session, chID, sessionID string, out io.Writer) {
 		Status string `json:"status"`
 	}
 	json.Unmarshal(ack.Payload, &a)
-	fmt.Fprintf(out, "Authentication cancelled (%s)\n", safeCode(a.Status))
+	fmt.Fprintf(out, "Authentication cancelled (%s)\n", wire.SafeCode(a.Status))
 }
 
 // CancelAuth cancels an unfinished authentication session by id.
@@ -284,7 +291,7 @@ func (c *Client) CancelAuth(ctx context.Context, authSessionID string) error {
 	if s == nil {
 		return errors.New("no open connector channel")
 	}
-	_, err := s.request(ctx, typeAuthCancel, true, chID, map[string]any{"auth_session_id": authSessionID})
+	_, err := s.Request(ctx, wire.TypeAuthCancel, true, chID, map[string]any{"auth_session_id": authSessionID})
 	return err
 }
 
@@ -308,7 +315,7 @@ func (c *Client) Logout(ctx context.Context, out io.Writer) error {
 	if s == nil || chID == "" || bound == "" || bound != chID {
 		return errors.New("the agent has no bound connector channel to sign out")
 	}
-	ack, err := s.request(ctx, typeAuthLogout, true, chID, struct{}{})
+	ack, err := s.Request(ctx, wire.TypeAuthLogout, true, chID, struct{}{})
 	if err != nil {
 		return fmt.Errorf("auth.logout: %w", err)
 	}
@@ -322,7 +329,7 @@ func (c *Client) Logout(ctx context.Context, out io.Writer) error {
 	// The binding is marked unauthenticated whatever the descriptor says;
 	// the running gateway reads the channel's state itself.
 	if len(pl.ConnectionDescriptor) > 0 && string(pl.ConnectionDescriptor) != "null" && string(pl.ConnectionDescriptor) != "{}" {
-		if _, _, err := ParseDescriptor(pl.ConnectionDescriptor, card, chID); err != nil {
+		if _, _, err := wire.ParseDescriptor(pl.ConnectionDescriptor, card, chID); err != nil {
 			c.log.Warn("auth.logout.ack descriptor is invalid", "reason", err.Error())
 		}
 	}
@@ -332,6 +339,6 @@ func (c *Client) Logout(ctx context.Context, out io.Writer) error {
 	c.mu.Lock()
 	c.bind.Authenticated = false
 	c.mu.Unlock()
-	fmt.Fprintf(out, "Signed out; channel %s kept, now unauthenticated (%s)\n", chID, safeCode(pl.Status))
+	fmt.Fprintf(out, "Signed out; channel %s kept, now unauthenticated (%s)\n", chID, wire.SafeCode(pl.Status))
 	return nil
 }

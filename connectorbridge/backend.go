@@ -10,6 +10,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/transport"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -235,11 +237,11 @@ func (b *Backend) setAvailable(up bool) { b.avail.Set(up) }
 func (b *Backend) Health(ctx context.Context) error {
 	c := b.c
 	var errs []error
-	card, _, err := c.fetchCard(ctx)
+	card, _, err := c.control().FetchCard(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("card: %w", err))
 	}
-	h, err := c.probeHealth(ctx)
+	h, err := c.control().ProbeHealth(ctx)
 	switch {
 	case err != nil:
 		errs = append(errs, fmt.Errorf("health: %w", err))
@@ -248,7 +250,7 @@ func (b *Backend) Health(ctx context.Context) error {
 			errs = append(errs, errors.New("health: /health reports a different connector_card_id than the Card"))
 		}
 		if h.ProtocolVersion != "" {
-			if err := checkProtocol("health", h.ProtocolVersion); err != nil {
+			if err := wire.CheckProtocol("health", h.ProtocolVersion); err != nil {
 				errs = append(errs, err)
 			} else if !sameProtocol(h.ProtocolVersion, card.ProtocolVersion) {
 				errs = append(errs, errors.New("health: protocol_version differs from the Card"))
@@ -292,9 +294,9 @@ func (b *Backend) Health(ctx context.Context) error {
 // It never re-sends a tool.invoke: a lost connection fails the task.
 func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	var (
-		s     *session
+		s     *transport.Session
 		reqID string
-		pend  *pending
+		pend  *transport.Pending
 	)
 	for attempt := 0; ; attempt++ {
 		var chID string
@@ -311,7 +313,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			b.settleFail(run, tasks.Failure{Code: agentproto.CodeInternalError, Message: "the arguments are not a JSON object"})
 			return
 		}
-		pend = &pending{progress: make(chan *Packet, 32)}
+		pend = &transport.Pending{Progress: make(chan *wire.Packet, 32)}
 		// The request id doubles as context.tool_call_id.
 		reqID = ids.New("req_")
 		payload := map[string]any{
@@ -319,13 +321,13 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			"arguments": args,
 			"context":   map[string]string{"session_id": call.TaskID, "tool_call_id": reqID},
 		}
-		err = s.sendWithID(reqID, typeToolInvoke, chID, payload, pend)
+		err = s.SendWithID(reqID, wire.TypeToolInvoke, chID, payload, pend)
 		if err == nil {
 			break
 		}
 		// Only a session that ended before anything was written may be
 		// replaced; a failed write may have reached the connector.
-		if !errors.Is(err, errNotSent) || attempt >= 2 {
+		if !errors.Is(err, transport.ErrNotSent) || attempt >= 2 {
 			b.settleFail(run, unavailable("the connector data plane closed while the call was being sent; it may or may not have run"))
 			return
 		}
@@ -339,17 +341,17 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	}
 	for {
 		select {
-		case p := <-pend.progress:
+		case p := <-pend.Progress:
 			if err := run.Progress(b.progressOf(p)); errors.Is(err, tasks.ErrSettled) {
-				s.abandon(reqID)
+				s.Abandon(reqID)
 				return
 			}
-		case ack := <-pend.ack:
+		case ack := <-pend.Ack:
 			b.settle(call, run, ack)
 			return
-		case <-s.done:
+		case <-s.Done():
 			select {
-			case ack := <-pend.ack:
+			case ack := <-pend.Ack:
 				b.settle(call, run, ack)
 				return
 			default:
@@ -359,17 +361,17 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 			b.settleFail(run, unavailable("the connector connection was lost during the call; it may or may not have run"))
 			return
 		case <-run.CancelRequested():
-			s.abandon(reqID)
+			s.Abandon(reqID)
 			if err := run.Cancelled("cancelled by the caller; the connector has no tool cancellation, so its late answer is discarded"); err != nil && !errors.Is(err, tasks.ErrSettled) {
 				b.log.Warn("cannot settle a cancelled task", "task", call.TaskID, "error", err)
 			}
 			return
 		case <-deadline:
-			s.abandon(reqID)
+			s.Abandon(reqID)
 			b.settleFail(run, tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "the deadline passed before the connector answered"})
 			return
 		case <-ctx.Done():
-			s.abandon(reqID)
+			s.Abandon(reqID)
 			return
 		}
 	}
@@ -386,11 +388,11 @@ func (b *Backend) settleFail(run tasks.Run, f tasks.Failure) {
 }
 
 // settle turns tool.invoke.ack (or an error packet) into the task outcome.
-func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
-	if ack.Type == typeError || ack.Error != nil {
+func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *wire.Packet) {
+	if ack.Type == wire.TypeError || ack.Error != nil {
 		code := "tool_invoke_failed"
 		if ack.Error != nil {
-			code = safeCode(ack.Error.Code)
+			code = wire.SafeCode(ack.Error.Code)
 		}
 		b.log.Info("connector tool call failed", "task", call.TaskID, "tool", call.Tool, "code", code, "packet", ack.Type)
 		b.settleFail(run, tasks.Failure{Code: agentproto.XAgentCode(code), Message: "the connector reported " + code})
@@ -432,7 +434,7 @@ func (b *Backend) settle(call tasks.Call, run tasks.Run, ack *Packet) {
 }
 
 // progressOf maps tool.progress.push; progress is a fraction in [0,1].
-func (b *Backend) progressOf(p *Packet) tasks.Progress {
+func (b *Backend) progressOf(p *wire.Packet) tasks.Progress {
 	var pl struct {
 		Status   string   `json:"status"`
 		Message  string   `json:"message"`
@@ -452,7 +454,7 @@ func (b *Backend) progressOf(p *Packet) tasks.Progress {
 
 // waitReady waits up to wait for a live session with the tool available on
 // an active, authenticated channel.
-func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration) (*session, string, *tasks.Failure) {
+func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration) (*transport.Session, string, *tasks.Failure) {
 	timeout := make(chan struct{})
 	t := c.clock.AfterFunc(wait, func() { close(timeout) })
 	defer t.Stop()
@@ -462,7 +464,7 @@ func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration)
 		c.mu.Unlock()
 		var fail *tasks.Failure
 		switch {
-		case card == nil || s == nil || !s.alive() || !state.usable():
+		case card == nil || s == nil || !s.Alive() || !state.usable():
 			f := unavailable("the connector is not reachable")
 			fail = &f
 		case chID == "" || !desc.Authenticated():
@@ -472,8 +474,8 @@ func (c *Client) waitReady(ctx context.Context, tool string, wait time.Duration)
 			f := unavailable("the connector channel is " + desc.Connection.Status)
 			fail = &f
 		default:
-			if _, ok := card.Tool(tool); !ok || !desc.availableTools()[tool] {
-				return nil, "", &tasks.Failure{Code: agentproto.XAgentCode(errChannelUnavailable),
+			if _, ok := card.Tool(tool); !ok || !desc.AvailableTools()[tool] {
+				return nil, "", &tasks.Failure{Code: agentproto.XAgentCode(wire.CodeChannelUnavailable),
 					Message: "the tool is not available on the connector channel", Retryable: true}
 			}
 			return s, chID, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkEcho(b *testing.B) {
 		ctx := context.Background()
 		hdr := http.Header{"Authorization": {"Bearer " + e.apiKey}}
 		ws, _, err := websocket.Dial(ctx, strings.Replace(e.srv.URL(), "http://", "ws://", 1)+"/ws",
-			&websocket.DialOptions{HTTPHeader: hdr, Subprotocols: []string{Subprotocol}})
+			&websocket.DialOptions{HTTPHeader: hdr, Subprotocols: []string{wire.Subprotocol}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -51,8 +52,8 @@ func BenchmarkEcho(b *testing.B) {
 			n++
 			id := "req_bench_" + strconv.Itoa(n)
 			raw, _ := json.Marshal(payload)
-			pkt := map[string]any{"schema": PacketSchema, "packet_id": "pkt_bench_" + strconv.Itoa(n), "request_id": id, "type": typ, "payload": json.RawMessage(raw)}
-			if typ != typeHello {
+			pkt := map[string]any{"schema": wire.PacketSchema, "packet_id": "pkt_bench_" + strconv.Itoa(n), "request_id": id, "type": typ, "payload": json.RawMessage(raw)}
+			if typ != wire.TypeHello {
 				pkt["connector_channel_id"] = ch
 			}
 			out, _ := json.Marshal(pkt)
@@ -71,14 +72,14 @@ func BenchmarkEcho(b *testing.B) {
 				}
 			}
 		}
-		rt(typeHello, "", map[string]any{"connector_card_id": "im.refconnector", "connector_id": "", "protocol_version": "3.0",
-			"supported_profiles": []string{ProfileIMv2}})
-		open := rt(typeChannelOpen, "", map[string]any{})
+		rt(wire.TypeHello, "", map[string]any{"connector_card_id": "im.refconnector", "connector_id": "", "protocol_version": "3.0",
+			"supported_profiles": []string{wire.ProfileIMv2}})
+		open := rt(wire.TypeChannelOpen, "", map[string]any{})
 		ch := open["connector_channel_id"].(string)
-		rt(typeAuthStart, ch, map[string]any{"flow_id": "token_form", "input": map[string]string{"account": "bench", "token": e.formToken}})
+		rt(wire.TypeAuthStart, ch, map[string]any{"flow_id": "token_form", "input": map[string]string{"account": "bench", "token": e.formToken}})
 		b.ResetTimer()
 		for b.Loop() {
-			ack := rt(typeToolInvoke, ch, map[string]any{"tool_id": "echo",
+			ack := rt(wire.TypeToolInvoke, ch, map[string]any{"tool_id": "echo",
 				"arguments": map[string]any{"connector_channel_id": ch, "text": "hello"},
 				"context":   map[string]any{"session_id": "task-bench", "tool_call_id": "call"}})
 			if ack["type"] != "tool.invoke.ack" || ack["error"] != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // binding is the persisted ownership index of one agent's channel.
@@ -76,7 +77,7 @@ func (s *bindingStore) setHealth(ctx context.Context, cardID, health, lastErr st
 	if s == nil {
 		return nil
 	}
-	if err := s.d.SetHealth(ctx, s.endpoint, cardID, health, truncateRunes(lastErr, 500)); err != nil {
+	if err := s.d.SetHealth(ctx, s.endpoint, cardID, health, wire.TruncateRunes(lastErr, 500)); err != nil {
 		return fmt.Errorf("connector store: %w", err)
 	}
 	return nil

@@ -12,4 +12,9 @@
 // The system API key travels only in the Authorization header; it is
 // scrubbed from results, errors and log lines, and a Card or Skill that
 // carries it is refused. See docs/connector-bridge.md for the operator view.
+//
+// The wire types and their validation live in connectorbridge/wire, the
+// HTTP control plane and the WebSocket data plane in
+// connectorbridge/transport, the binding store in
+// connectorbridge/bindingdb and bindingsqlite.
 package connectorbridge

@@ -467,9 +467,18 @@ func (e *env) start(mod func(*Options)) *Backend {
 // client is an operator-command client (as `agentgw connector auth` uses).
 func (e *env) client() *Client {
 	e.t.Helper()
+	return e.clientWith(nil)
+}
+
+// clientWith is client with mod applied to its Options.
+func (e *env) clientWith(mod func(*Options)) *Client {
+	e.t.Helper()
 	o := e.options()
 	o.BaseURL = e.srv.URL()
 	o.Bindings = e.bindings
+	if mod != nil {
+		mod(&o)
+	}
 	c, err := NewClient(o)
 	if err != nil {
 		e.t.Fatal(err)

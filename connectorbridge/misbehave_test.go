@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -178,10 +179,10 @@ func TestBadPacketsNoCrash(t *testing.T) {
 		`{"schema":"xagent.connector.packet/v1","packet_id":"p7","type":"error","error":{"code":"something_odd","message":"x"}}`,
 	} {
 		// Inject as if the connector had sent it.
-		if p, err := decodePacket([]byte(raw)); err == nil {
-			s.dispatch(p)
+		if p, err := wire.DecodePacket([]byte(raw)); err == nil {
+			s.Dispatch(p)
 		} else {
-			s.bad(err.Error())
+			s.Bad(err.Error())
 		}
 	}
 	if !b.Client().Descriptor().Active() {

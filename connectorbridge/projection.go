@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/transport"
+	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
 // Manifest limits of the spec's normative schema.
@@ -80,24 +82,24 @@ type projection struct {
 // operator's version) plus a digest of everything else, so any change of
 // Card, build, Skill or tool availability yields a new version and an
 // unchanged state yields the same one.
-func project(o *Options, card *Card, skill Skill, desc *Descriptor) (*projection, error) {
+func project(o *Options, card *wire.Card, skill transport.Skill, desc *wire.Descriptor) (*projection, error) {
 	doc := manifestDoc{ManifestSpecVersion: "0", Tools: []manifestTool{}}
 	doc.Agent.JID = o.Endpoint
 	doc.Agent.Name = firstNonEmpty(o.Name, card.ConnectorCardID)
-	doc.Agent.Name = truncateRunes(doc.Agent.Name, maxAgentName)
-	doc.Agent.Title = truncateRunes(firstNonEmpty(o.Title, card.Connector.Name), maxAgentTitle)
-	doc.Agent.Vendor = truncateRunes(card.Connector.Vendor, maxVendor)
+	doc.Agent.Name = wire.TruncateRunes(doc.Agent.Name, maxAgentName)
+	doc.Agent.Title = wire.TruncateRunes(firstNonEmpty(o.Title, card.Connector.Name), maxAgentTitle)
+	doc.Agent.Vendor = wire.TruncateRunes(card.Connector.Vendor, maxVendor)
 	doc.Agent.Description = describe(firstNonEmpty(o.Description, card.Connector.Description), skill)
 	implVersion := card.Connector.Version
 	if card.Build != nil && card.Build.Version != "" {
 		implVersion = card.Build.Version
 	}
 	doc.Implementation = &manifestImpl{
-		Name:    truncateRunes(card.Connector.Name, maxImplField),
-		Version: truncateRunes(implVersion, maxImplField),
+		Name:    wire.TruncateRunes(card.Connector.Name, maxImplField),
+		Version: wire.TruncateRunes(implVersion, maxImplField),
 	}
 
-	avail := desc.availableTools()
+	avail := desc.AvailableTools()
 	enabled := map[string]bool{}
 	if desc != nil {
 		for _, p := range desc.Connection.Profiles {
@@ -115,8 +117,8 @@ func project(o *Options, card *Card, skill Skill, desc *Descriptor) (*projection
 		}
 		mt := manifestTool{
 			Name:        t.ToolID,
-			Title:       truncateRunes(t.Title, maxToolTitle),
-			Description: truncateRunes(t.Description, maxToolDescription),
+			Title:       wire.TruncateRunes(t.Title, maxToolTitle),
+			Description: wire.TruncateRunes(t.Description, maxToolDescription),
 			InputSchema: in,
 			Ext:         &toolExt{SupportsProgress: true, SupportsCancellation: true},
 			Meta: map[string]any{MetaKey: toolMeta{
@@ -158,7 +160,7 @@ func firstNonEmpty(a, b string) string {
 
 // describe joins the description and the Skill text within the 4096
 // character limit; the Skill is cut, marked with an ellipsis, if needed.
-func describe(desc string, skill Skill) string {
+func describe(desc string, skill transport.Skill) string {
 	desc = strings.TrimSpace(desc)
 	if skill.Text != "" {
 		head := "Connector Skill"
@@ -171,7 +173,7 @@ func describe(desc string, skill Skill) string {
 		desc += head + ":\n" + strings.TrimSpace(skill.Text)
 	}
 	if len([]rune(desc)) > maxAgentDescription {
-		desc = truncateRunes(desc, maxAgentDescription-1) + "…"
+		desc = wire.TruncateRunes(desc, maxAgentDescription-1) + "…"
 	}
 	return desc
 }

@@ -35,15 +35,3 @@ func displayText(r *backendkit.Redactor, s string, max int) string {
 	}
 	return b.String()
 }
-
-// truncateRunes cuts s to at most max runes.
-func truncateRunes(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:max])
-}
-
-// containsSecret reports whether secret occurs in the JSON document.
-func containsSecret(raw []byte, secret string) bool { return backendkit.ContainsSecret(raw, secret) }

@@ -108,6 +108,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer db.Close()
 	o.Endpoint, o.Bindings, o.Logger = ep, bindingsqlite.New(db), log
 	o.Secrets = func() []string { return append([]string{o.APIKey}, secrets...) }
+	o.ShowQR = printQR
 	c, err := connectorbridge.NewClient(o)
 	if err != nil {
 		return err

@@ -1199,3 +1199,27 @@ func intArg(args map[string]any, name string, def, lo, hi int) int {
 
 // ErrNotListening is returned by Restart on a server built with New.
 var ErrNotListening = errors.New("connectortest: server is not listening")
+
+// DescriptorJSON is a Connection Descriptor of the default Card's tools
+// (channel cch_1, connected), after mod edits its document; for tests.
+func DescriptorJSON(mod func(m map[string]any)) json.RawMessage {
+	m := map[string]any{
+		"schema": "xagent.connection/v2",
+		"connection": map[string]any{
+			"connector_card_id": "im.refconnector", "connector_id": "conn_1", "connector_channel_id": "cch_1",
+			"target_type": "im", "profiles": []any{"xagent.im.v2"}, "status": "connected",
+		},
+		"target": map[string]any{"provider": "refim"},
+		"tools": []any{
+			map[string]any{"tool_id": "echo", "status": "available", "target_permission_state": "granted"},
+			map[string]any{"tool_id": "slow_count", "status": "unavailable"},
+			map[string]any{"tool_id": "always_fail", "status": "available", "target_permission_state": "denied"},
+			map[string]any{"tool_id": "leak_key", "status": "available"},
+		},
+	}
+	if mod != nil {
+		mod(m)
+	}
+	raw, _ := json.Marshal(m)
+	return raw
+}

@@ -1,4 +1,4 @@
-package connectorbridge
+package wire
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 // nothing from the packet; accepted envelopes hold the §7 invariants and
 // decode to the same packet after being written back out.
 func FuzzDecodePacket(f *testing.F) {
-	vocab := fuzzcheck.Vocabulary(f, "connectorbridge")
+	vocab := fuzzcheck.Vocabulary(f, "connectorbridge/wire")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := decodePacket(data)
+		p, err := DecodePacket(data)
 		if err != nil {
 			if w := vocab.Foreign(err.Error()); w != "" {
 				t.Fatalf("error %q carries %q, which no source literal spells: reflected input", err, w)
@@ -23,12 +23,12 @@ func FuzzDecodePacket(f *testing.F) {
 			return
 		}
 		switch {
-		case p.Schema != PacketSchema, !validWireID(p.PacketID), !validType(p.Type):
+		case p.Schema != PacketSchema, !ValidWireID(p.PacketID), !ValidType(p.Type):
 			t.Fatalf("accepted envelope %+v", p)
-		case p.RequestID != "" && !validWireID(p.RequestID), p.ReplyTo != "" && !validWireID(p.ReplyTo),
-			p.ConnectorChannelID != "" && !validWireID(p.ConnectorChannelID):
+		case p.RequestID != "" && !ValidWireID(p.RequestID), p.ReplyTo != "" && !ValidWireID(p.ReplyTo),
+			p.ConnectorChannelID != "" && !ValidWireID(p.ConnectorChannelID):
 			t.Fatalf("accepted malformed identifiers %+v", p)
-		case p.Error != nil && !validCode(p.Error.Code):
+		case p.Error != nil && !ValidCode(p.Error.Code):
 			t.Fatalf("error code %q reached the caller unchecked", p.Error.Code)
 		}
 		if len(p.Payload) > 0 && !json.Valid(p.Payload) {
@@ -38,7 +38,7 @@ func FuzzDecodePacket(f *testing.F) {
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
 		}
-		again, err := decodePacket(out)
+		again, err := DecodePacket(out)
 		if err != nil {
 			t.Fatalf("written packet rejected: %v\n%s", err, out)
 		}

@@ -1,17 +1,12 @@
-package connectorbridge
+package wire
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/store"
 )
 
 func TestValidateBaseURL(t *testing.T) {
@@ -43,10 +38,10 @@ func TestValidateBaseURL(t *testing.T) {
 		}
 	}
 	u, _ := ValidateBaseURL("https://conn.example/prefix")
-	if got := endpointURL(u, "/health"); got != "https://conn.example/prefix/health" {
+	if got := EndpointURL(u, "/health"); got != "https://conn.example/prefix/health" {
 		t.Errorf("endpoint under prefix: %s", got)
 	}
-	if got := wsURL(u); got != "wss://conn.example/prefix/ws" {
+	if got := WSURL(u); got != "wss://conn.example/prefix/ws" {
 		t.Errorf("ws url: %s", got)
 	}
 }
@@ -58,30 +53,6 @@ func cardDoc(t *testing.T) map[string]any {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func TestReferenceCardIsValidAndMatchesTestdata(t *testing.T) {
-	if _, err := ParseCard(connectortest.DefaultCard); err != nil {
-		t.Fatalf("reference card: %v", err)
-	}
-	for _, f := range []struct {
-		file     string
-		embedded []byte
-	}{
-		{"../testdata/connector/card.json", connectortest.DefaultCard},
-		{"../testdata/connector/skill.md", connectortest.DefaultSkill},
-	} {
-		b, err := os.ReadFile(f.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(b, f.embedded) {
-			t.Errorf("%s differs from the copy embedded in connectortest; keep them identical", f.file)
-		}
-	}
-	if skillName(string(connectortest.DefaultSkill)) != "connector-im-refconnector" {
-		t.Errorf("skill header name not parsed")
-	}
 }
 
 func tool0(m map[string]any) map[string]any {
@@ -184,38 +155,16 @@ func TestParseCardHardRules(t *testing.T) {
 	})
 }
 
-func descJSON(mod func(m map[string]any)) json.RawMessage {
-	m := map[string]any{
-		"schema": "xagent.connection/v2",
-		"connection": map[string]any{
-			"connector_card_id": "im.refconnector", "connector_id": "conn_1", "connector_channel_id": "cch_1",
-			"target_type": "im", "profiles": []any{"xagent.im.v2"}, "status": "connected",
-		},
-		"target": map[string]any{"provider": "refim"},
-		"tools": []any{
-			map[string]any{"tool_id": "echo", "status": "available", "target_permission_state": "granted"},
-			map[string]any{"tool_id": "slow_count", "status": "unavailable"},
-			map[string]any{"tool_id": "always_fail", "status": "available", "target_permission_state": "denied"},
-			map[string]any{"tool_id": "leak_key", "status": "available"},
-		},
-	}
-	if mod != nil {
-		mod(m)
-	}
-	raw, _ := json.Marshal(m)
-	return raw
-}
-
 func TestParseDescriptor(t *testing.T) {
 	card, err := ParseCard(connectortest.DefaultCard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, dropped, err := ParseDescriptor(descJSON(nil), card, "cch_1")
+	d, dropped, err := ParseDescriptor(connectortest.DescriptorJSON(nil), card, "cch_1")
 	if err != nil || len(dropped) != 0 {
 		t.Fatal(err, dropped)
 	}
-	av := d.availableTools()
+	av := d.AvailableTools()
 	if !av["echo"] || av["slow_count"] || av["always_fail"] || !av["leak_key"] || len(av) != 2 {
 		t.Errorf("available = %v", av)
 	}
@@ -241,19 +190,19 @@ func TestParseDescriptor(t *testing.T) {
 		"not object": func(m map[string]any) { m["connection"] = "x" },
 	}
 	for name, mod := range bad {
-		if _, _, err := ParseDescriptor(descJSON(mod), card, "cch_1"); err == nil {
+		if _, _, err := ParseDescriptor(connectortest.DescriptorJSON(mod), card, "cch_1"); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// A tool absent from the Card is dropped, not projected.
-	d, dropped, err = ParseDescriptor(descJSON(func(m map[string]any) {
+	d, dropped, err = ParseDescriptor(connectortest.DescriptorJSON(func(m map[string]any) {
 		m["tools"] = append(m["tools"].([]any), map[string]any{"tool_id": "future_tool", "status": "available"})
 	}), card, "cch_1")
-	if err != nil || len(dropped) != 1 || d.availableTools()["future_tool"] {
+	if err != nil || len(dropped) != 1 || d.AvailableTools()["future_tool"] {
 		t.Errorf("unknown tool: err=%v dropped=%v", err, dropped)
 	}
 	// v1 descriptors are normalised.
-	d, _, err = ParseDescriptor(descJSON(func(m map[string]any) {
+	d, _, err = ParseDescriptor(connectortest.DescriptorJSON(func(m map[string]any) {
 		m["schema"] = "xagent.connection/v1"
 		c := m["connection"].(map[string]any)
 		delete(c, "profiles")
@@ -263,11 +212,11 @@ func TestParseDescriptor(t *testing.T) {
 		t.Errorf("v1: %v %+v", err, d)
 	}
 	// Not signed in: nothing is available, whatever the tools say.
-	d, _, _ = ParseDescriptor(descJSON(conn("status", "created")), card, "cch_1")
-	if len(d.availableTools()) != 0 || d.Authenticated() {
+	d, _, _ = ParseDescriptor(connectortest.DescriptorJSON(conn("status", "created")), card, "cch_1")
+	if len(d.AvailableTools()) != 0 || d.Authenticated() {
 		t.Error("created channel projects tools")
 	}
-	d, _, _ = ParseDescriptor(descJSON(conn("status", "offline")), card, "cch_1")
+	d, _, _ = ParseDescriptor(connectortest.DescriptorJSON(conn("status", "offline")), card, "cch_1")
 	if !d.Authenticated() || d.Active() {
 		t.Error("offline must be authenticated but inactive")
 	}
@@ -275,7 +224,7 @@ func TestParseDescriptor(t *testing.T) {
 
 func TestDecodePacket(t *testing.T) {
 	ok := `{"schema":"xagent.connector.packet/v1","packet_id":"p1","request_id":"r1","type":"tool.invoke.ack","payload":{}}`
-	if _, err := decodePacket([]byte(ok)); err != nil {
+	if _, err := DecodePacket([]byte(ok)); err != nil {
 		t.Fatal(err)
 	}
 	bad := []string{
@@ -291,145 +240,21 @@ func TestDecodePacket(t *testing.T) {
 		`{"schema":"xagent.connector.packet/v1","packet_id":"p1","type":"pong","request_id":7}`,
 	}
 	for _, b := range bad {
-		if _, err := decodePacket([]byte(b)); err == nil {
+		if _, err := DecodePacket([]byte(b)); err == nil {
 			t.Errorf("accepted %s", b)
 		}
 	}
-	p, err := decodePacket([]byte(`{"schema":"xagent.connector.packet/v1","packet_id":"p1","request_id":"r","type":"error","error":{"code":"bad code <script>","message":"x"}}`))
+	p, err := DecodePacket([]byte(`{"schema":"xagent.connector.packet/v1","packet_id":"p1","request_id":"r","type":"error","error":{"code":"bad code <script>","message":"x"}}`))
 	if err != nil || p.Error.Code != "invalid_code" {
 		t.Errorf("unsafe code kept: %v %+v", err, p)
 	}
 	// First channel.open carries an explicit empty channel id.
-	raw, _ := json.Marshal(&Packet{Type: typeChannelOpen, channelScoped: true})
+	raw, _ := json.Marshal(&Packet{Type: TypeChannelOpen, ChannelScoped: true})
 	if !strings.Contains(string(raw), `"connector_channel_id":""`) {
 		t.Errorf("channel.open without explicit empty id: %s", raw)
 	}
-	raw, _ = json.Marshal(&Packet{Type: typeHello})
+	raw, _ = json.Marshal(&Packet{Type: TypeHello})
 	if strings.Contains(string(raw), "connector_channel_id") {
 		t.Errorf("hello carries a channel id: %s", raw)
-	}
-}
-
-func TestStripAndInjectChannel(t *testing.T) {
-	card, _ := ParseCard(connectortest.DefaultCard)
-	tl, _ := card.Tool("echo")
-	s, err := stripChannelArg(tl.InputSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(s), "connector_channel_id") || !strings.Contains(string(s), `"required":["text"]`) {
-		t.Errorf("stripped schema: %s", s)
-	}
-	tl, _ = card.Tool("always_fail")
-	s, _ = stripChannelArg(tl.InputSchema)
-	if strings.Contains(string(s), "required") {
-		t.Errorf("empty required kept: %s", s)
-	}
-	a, err := injectChannel(json.RawMessage(`{"text":"<hi>","connector_channel_id":"spoofed"}`), "cch_real")
-	if err != nil || string(a) != `{"connector_channel_id":"cch_real","text":"<hi>"}` {
-		t.Errorf("inject: %s %v", a, err)
-	}
-	a, _ = injectChannel(nil, "c")
-	if string(a) != `{"connector_channel_id":"c"}` {
-		t.Errorf("inject into nothing: %s", a)
-	}
-}
-
-func TestProjectionVersioning(t *testing.T) {
-	card, _ := ParseCard(connectortest.DefaultCard)
-	o := &Options{Endpoint: "im@agents.example.test"}
-	d1, _, _ := ParseDescriptor(descJSON(nil), card, "cch_1")
-	p1, err := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := validateManifest(p1.manifest); err != nil {
-		t.Fatal(err)
-	}
-	p1b, _ := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
-	if p1.version != p1b.version || !bytes.Equal(p1.manifest, p1b.manifest) {
-		t.Error("projection is not deterministic")
-	}
-	if !strings.HasPrefix(p1.version, "1.0.0-") {
-		t.Errorf("version %s does not start with connector.version", p1.version)
-	}
-	if strings.Join(p1.tools, ",") != "echo,leak_key" {
-		t.Errorf("tools %v", p1.tools)
-	}
-	d2, _, _ := ParseDescriptor(descJSON(func(m map[string]any) { m["tools"] = m["tools"].([]any)[:1] }), card, "cch_1")
-	p2, _ := project(o, card, Skill{Text: "guide"}, d2)
-	if p2.version == p1.version || strings.Join(p2.tools, ",") != "echo" {
-		t.Errorf("availability change: %s vs %s, tools %v", p2.version, p1.version, p2.tools)
-	}
-	p3, _ := project(o, card, Skill{Text: "other guide"}, d1)
-	if p3.version == p1.version {
-		t.Error("skill change keeps the version")
-	}
-	card.Build.GitRev = "another"
-	p4, _ := project(o, card, Skill{Text: "guide", Name: "connector-im-refconnector"}, d1)
-	if p4.version == p1.version {
-		t.Error("build change keeps the version")
-	}
-	// Long Skill text is cut to the description limit; odd versions are
-	// mapped onto the grammar.
-	card.Connector.Version = "1.0 beta/2+ü"
-	p5, _ := project(o, card, Skill{Text: strings.Repeat("é", 9000)}, d1)
-	if err := validateManifest(p5.manifest); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(p5.version, "1.0-beta-2--") {
-		t.Errorf("version %s", p5.version)
-	}
-	// No descriptor: a manifest with no tools.
-	p6, _ := project(o, card, Skill{}, nil)
-	if len(p6.tools) != 0 {
-		t.Error("tools without a descriptor")
-	}
-}
-
-func TestRedactor(t *testing.T) {
-	r := backendkit.NewRedactor(nil)
-	r.Add("sk-secret")
-	r.Add("ab") // too short to scrub safely
-	out, changed, err := r.ScrubJSON(json.RawMessage(`{"a":"Bearer sk-secret","b":["s\u006b-secret"],"sk-secret":1,"n":12345678901234567890}`))
-	if err != nil || !changed {
-		t.Fatal(err, changed)
-	}
-	if strings.Contains(string(out), "sk-secret") || !strings.Contains(string(out), "12345678901234567890") {
-		t.Errorf("scrubbed: %s", out)
-	}
-	if got := displayText(r, "x\x1b[31m sk-secret\u202e", 100); strings.Contains(got, "sk-secret") || strings.ContainsRune(got, 0x1b) || strings.ContainsRune(got, '\u202e') {
-		t.Errorf("display: %q", got)
-	}
-}
-
-func TestBindingSchemaInvariants(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir()+"/s.db", bindingsqlite.Migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Write.Exec(`INSERT INTO connector_bindings (endpoint, connector_card_id, auth_state) VALUES ('a@b.c', 'im.x', 'authenticated')`); err == nil {
-		t.Error("an authenticated binding without a channel was accepted")
-	}
-	if _, err := db.Write.Exec(`INSERT INTO connector_bindings (endpoint, connector_card_id, auth_state) VALUES ('a@b.c', 'im.x', 'maybe')`); err == nil {
-		t.Error("an unknown auth_state was accepted")
-	}
-	st := &bindingStore{d: bindingsqlite.New(db), endpoint: "a@b.c"}
-	ctx := context.Background()
-	g1, err := st.setChannel(ctx, "im.x", "cch_1", true)
-	if err != nil || g1 != 1 {
-		t.Fatalf("setChannel: %d %v", g1, err)
-	}
-	if g, _ := st.setChannel(ctx, "im.x", "cch_1", true); g != 1 {
-		t.Errorf("an unchanged binding bumped the generation to %d", g)
-	}
-	if g, _ := st.setChannel(ctx, "im.x", "cch_1", false); g != 2 {
-		t.Errorf("auth change: generation %d", g)
-	}
-	st.setConnectorID(ctx, "im.x", "conn_1")
-	b, err := st.load(ctx, "im.x")
-	if err != nil || b.ChannelID != "cch_1" || b.Authenticated || b.ConnectorID != "conn_1" || b.Generation != 2 {
-		t.Errorf("load = %+v %v", b, err)
 	}
 }

@@ -1,4 +1,4 @@
-package connectorbridge
+package wire
 
 import (
 	"encoding/json"
@@ -18,9 +18,9 @@ type Packet struct {
 	Payload            json.RawMessage `json:"payload,omitempty"`
 	Error              *PacketError    `json:"error,omitempty"`
 
-	// channelScoped makes an empty connector_channel_id explicit on the
+	// ChannelScoped makes an empty connector_channel_id explicit on the
 	// wire, as the first channel.open requires.
-	channelScoped bool
+	ChannelScoped bool `json:"-"`
 }
 
 // PacketError is the envelope's error object.
@@ -33,7 +33,7 @@ type PacketError struct {
 // packets.
 func (p Packet) MarshalJSON() ([]byte, error) {
 	type wire Packet
-	if p.channelScoped && p.ConnectorChannelID == "" {
+	if p.ChannelScoped && p.ConnectorChannelID == "" {
 		return json.Marshal(struct {
 			wire
 			ConnectorChannelID string `json:"connector_channel_id"`
@@ -44,40 +44,40 @@ func (p Packet) MarshalJSON() ([]byte, error) {
 
 // Packet types the xAgent side sends or expects (§8).
 const (
-	typeHello             = "connector.hello"
-	typeHelloAck          = "connector.hello.ack"
-	typeChannelOpen       = "channel.open"
-	typeChannelClose      = "channel.close"
-	typeAuthStart         = "auth.start"
-	typeAuthStatus        = "auth.status"
-	typeAuthCancel        = "auth.cancel"
-	typeAuthLogout        = "auth.logout"
-	typeDescriptorGet     = "connection.descriptor.get"
-	typeDescriptorPush    = "connection.descriptor.push"
-	typeToolInvoke        = "tool.invoke"
-	typeToolProgress      = "tool.progress.push"
-	typePing              = "ping"
-	typePong              = "pong"
-	typeError             = "error"
-	typeMessagePush       = "message.push"
-	ackSuffix             = ".ack"
-	errInvalidPacket      = "invalid_packet"
-	errUnsupportedPacket  = "unsupported_packet"
-	errChannelUnavailable = "connector_channel_unavailable"
+	TypeHello              = "connector.hello"
+	TypeHelloAck           = "connector.hello.ack"
+	TypeChannelOpen        = "channel.open"
+	TypeChannelClose       = "channel.close"
+	TypeAuthStart          = "auth.start"
+	TypeAuthStatus         = "auth.status"
+	TypeAuthCancel         = "auth.cancel"
+	TypeAuthLogout         = "auth.logout"
+	TypeDescriptorGet      = "connection.descriptor.get"
+	TypeDescriptorPush     = "connection.descriptor.push"
+	TypeToolInvoke         = "tool.invoke"
+	TypeToolProgress       = "tool.progress.push"
+	TypePing               = "ping"
+	TypePong               = "pong"
+	TypeError              = "error"
+	TypeMessagePush        = "message.push"
+	AckSuffix              = ".ack"
+	CodeInvalidPacket      = "invalid_packet"
+	CodeUnsupportedPacket  = "unsupported_packet"
+	CodeChannelUnavailable = "connector_channel_unavailable"
 )
 
 // pushNeedsChannel lists connector-initiated packets that route to a user
 // channel and so must carry connector_channel_id.
 func pushNeedsChannel(typ string) bool {
 	switch typ {
-	case typeDescriptorPush, typeToolProgress, typeMessagePush:
+	case TypeDescriptorPush, TypeToolProgress, TypeMessagePush:
 		return true
 	}
 	return strings.HasPrefix(typ, "chat.")
 }
 
-// validType: lowercase dotted names, bounded.
-func validType(s string) bool {
+// ValidType: lowercase dotted names, bounded.
+func ValidType(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
@@ -95,40 +95,40 @@ type errEnvelope string
 
 func (e errEnvelope) Error() string { return "invalid packet envelope: " + string(e) }
 
-// decodePacket parses one text message and validates the envelope (§7).
-func decodePacket(data []byte) (*Packet, error) {
+// DecodePacket parses one text message and validates the envelope (§7).
+func DecodePacket(data []byte) (*Packet, error) {
 	var p Packet
 	if err := json.Unmarshal(data, &p); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, errMalformedJSON
+			return nil, ErrMalformedJSON
 		}
 		return nil, errEnvelope("a member has the wrong JSON type")
 	}
 	switch {
 	case p.Schema != PacketSchema:
 		return nil, errEnvelope("schema is not " + PacketSchema)
-	case !validWireID(p.PacketID):
+	case !ValidWireID(p.PacketID):
 		return nil, errEnvelope("packet_id is missing or malformed")
-	case !validType(p.Type):
+	case !ValidType(p.Type):
 		return nil, errEnvelope("type is missing or malformed")
-	case p.RequestID != "" && !validWireID(p.RequestID):
+	case p.RequestID != "" && !ValidWireID(p.RequestID):
 		return nil, errEnvelope("request_id is malformed")
-	case p.ReplyTo != "" && !validWireID(p.ReplyTo):
+	case p.ReplyTo != "" && !ValidWireID(p.ReplyTo):
 		return nil, errEnvelope("reply_to is malformed")
-	case p.ConnectorChannelID != "" && !validWireID(p.ConnectorChannelID):
+	case p.ConnectorChannelID != "" && !ValidWireID(p.ConnectorChannelID):
 		return nil, errEnvelope("connector_channel_id is malformed")
-	case (strings.HasSuffix(p.Type, ackSuffix) || p.Type == typePong || p.Type == typePing) && p.RequestID == "":
+	case (strings.HasSuffix(p.Type, AckSuffix) || p.Type == TypePong || p.Type == TypePing) && p.RequestID == "":
 		return nil, errEnvelope("a request or ack needs request_id")
 	case pushNeedsChannel(p.Type) && p.ConnectorChannelID == "":
 		return nil, errEnvelope("a user-level push needs connector_channel_id")
-	case p.Type == typeError && (p.Error == nil || p.Error.Code == ""):
+	case p.Type == TypeError && (p.Error == nil || p.Error.Code == ""):
 		return nil, errEnvelope("an error packet needs error.code")
 	}
-	if p.Error != nil && !validCode(p.Error.Code) {
+	if p.Error != nil && !ValidCode(p.Error.Code) {
 		p.Error.Code = "invalid_code"
 	}
 	return &p, nil
 }
 
-var errMalformedJSON = errors.New("malformed JSON")
+var ErrMalformedJSON = errors.New("malformed JSON")

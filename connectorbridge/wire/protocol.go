@@ -1,4 +1,4 @@
-package connectorbridge
+package wire
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentgw/agentgw/backendkit"
 )
 
 // Protocol family constants (common protocol §1).
@@ -31,8 +33,8 @@ const (
 // Admission window for the connector's protocol version: the Card, the
 // health answer and the hello ack must all fall inside [min, current].
 var (
-	minProtocol     = protoVersion{3, 0}
-	currentProtocol = protoVersion{3, 0}
+	minProtocol     = ProtoVersion{3, 0}
+	currentProtocol = ProtoVersion{3, 0}
 )
 
 // standardProfileTargets is the catalog of target types each standard
@@ -60,6 +62,9 @@ var permissionStates = set("unknown", "granted", "denied", "requires_reauth")
 
 // Auth status values of auth.start.ack and auth.status.ack (§8.8, §8.10).
 var authStatuses = set("pending", "scanned", "authenticated", "unauthenticated", "expired", "qr_refresh_required", "failed")
+
+// KnownAuthStatus reports whether s is one of those status values.
+func KnownAuthStatus(s string) bool { return authStatuses[s] }
 
 func set(v ...string) map[string]bool {
 	m := make(map[string]bool, len(v))
@@ -90,7 +95,7 @@ type Build struct {
 	BuildTime string `json:"build_time,omitempty"`
 }
 
-func (b *Build) equal(o *Build) bool {
+func (b *Build) Equal(o *Build) bool {
 	if b == nil || o == nil {
 		return b == nil && o == nil
 	}
@@ -192,20 +197,20 @@ func (c *Card) hasProfile(p string) bool {
 	return false
 }
 
-// protoVersion is a parsed "major.minor" protocol version.
-type protoVersion struct{ major, minor int }
+// ProtoVersion is a parsed "major.minor" protocol version.
+type ProtoVersion struct{ major, minor int }
 
-func (v protoVersion) less(o protoVersion) bool {
+func (v ProtoVersion) Less(o ProtoVersion) bool {
 	return v.major < o.major || (v.major == o.major && v.minor < o.minor)
 }
 
-func (v protoVersion) String() string { return strconv.Itoa(v.major) + "." + strconv.Itoa(v.minor) }
+func (v ProtoVersion) String() string { return strconv.Itoa(v.major) + "." + strconv.Itoa(v.minor) }
 
-// parseProtocol parses a protocol version; an omitted value parses as 1.0
+// ParseProtocol parses a protocol version; an omitted value parses as 1.0
 // (§8.2) and is then below the admission floor.
-func parseProtocol(s string) (protoVersion, error) {
+func ParseProtocol(s string) (ProtoVersion, error) {
 	if s == "" {
-		return protoVersion{1, 0}, nil
+		return ProtoVersion{1, 0}, nil
 	}
 	maj, min, found := strings.Cut(s, ".")
 	if !found {
@@ -214,22 +219,22 @@ func parseProtocol(s string) (protoVersion, error) {
 	a, err1 := strconv.Atoi(maj)
 	b, err2 := strconv.Atoi(min)
 	if err1 != nil || err2 != nil || a < 0 || b < 0 || len(maj) > 4 || len(min) > 4 {
-		return protoVersion{}, errors.New("protocol_version is not a major.minor number")
+		return ProtoVersion{}, errors.New("protocol_version is not a major.minor number")
 	}
-	return protoVersion{a, b}, nil
+	return ProtoVersion{a, b}, nil
 }
 
-// checkProtocol enforces the local admission window. The error quotes the
+// CheckProtocol enforces the local admission window. The error quotes the
 // version only after it parsed as two small numbers.
-func checkProtocol(what, s string) error {
-	v, err := parseProtocol(s)
+func CheckProtocol(what, s string) error {
+	v, err := ParseProtocol(s)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if v.less(minProtocol) {
+	if v.Less(minProtocol) {
 		return fmt.Errorf("%s: protocol_version %s is below the admission floor %s", what, v, minProtocol)
 	}
-	if currentProtocol.less(v) {
+	if currentProtocol.Less(v) {
 		return fmt.Errorf("%s: protocol_version %s is newer than this gateway's %s", what, v, currentProtocol)
 	}
 	return nil
@@ -273,15 +278,15 @@ func ValidateBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// endpointURL appends a fixed endpoint under the base URL's path prefix.
-func endpointURL(base *url.URL, path string) string {
+// EndpointURL appends a fixed endpoint under the base URL's path prefix.
+func EndpointURL(base *url.URL, path string) string {
 	u := *base
 	u.Path = base.Path + path
 	return u.String()
 }
 
-// wsURL is the data-plane URL: the base with ws/wss and /ws appended.
-func wsURL(base *url.URL) string {
+// WSURL is the data-plane URL: the base with ws/wss and /ws appended.
+func WSURL(base *url.URL) string {
 	u := *base
 	if u.Scheme == "https" {
 		u.Scheme = "wss"
@@ -295,10 +300,10 @@ func wsURL(base *url.URL) string {
 // validToolID: ASCII letters, digits, '_', '-', '.', at most 256 (§4.1).
 func validToolID(s string) bool { return validChars(s, 256) }
 
-// validWireID bounds the opaque identifiers the connector hands us
+// ValidWireID bounds the opaque identifiers the connector hands us
 // (connector_id, channel ids, packet and request ids, auth session ids):
 // non-empty, printable ASCII without spaces, at most 256 bytes.
-func validWireID(s string) bool {
+func ValidWireID(s string) bool {
 	if len(s) == 0 || len(s) > 256 {
 		return false
 	}
@@ -310,9 +315,9 @@ func validWireID(s string) bool {
 	return true
 }
 
-// validCode is the shape of a stable machine-readable error code; anything
+// ValidCode is the shape of a stable machine-readable error code; anything
 // else is replaced before it reaches a failure or a log line.
-func validCode(s string) bool { return validChars(s, 64) }
+func ValidCode(s string) bool { return validChars(s, 64) }
 
 // validChars: 1..max characters of [A-Za-z0-9_.-].
 func validChars(s string, max int) bool {
@@ -330,8 +335,8 @@ func validChars(s string, max int) bool {
 	return true
 }
 
-func safeCode(s string) string {
-	if validCode(s) {
+func SafeCode(s string) string {
+	if ValidCode(s) {
 		return s
 	}
 	return "invalid_code"
@@ -359,7 +364,7 @@ func ParseCard(raw []byte, secrets ...string) (*Card, error) {
 		return nil, &cardError{reasons: []string{"not UTF-8"}}
 	}
 	for _, s := range secrets {
-		if s != "" && containsSecret(raw, s) {
+		if s != "" && backendkit.ContainsSecret(raw, s) {
 			return nil, &cardError{reasons: []string{"the Card contains the system API key"}}
 		}
 	}
@@ -380,7 +385,7 @@ func ParseCard(raw []byte, secrets ...string) (*Card, error) {
 	}
 	if c.ProtocolVersion == "" {
 		e.add("protocol_version must be declared explicitly")
-	} else if err := checkProtocol("card", c.ProtocolVersion); err != nil {
+	} else if err := CheckProtocol("card", c.ProtocolVersion); err != nil {
 		e.add("%v", err)
 	}
 	if c.ConnectorCardID == "" {
@@ -466,7 +471,7 @@ func ParseCard(raw []byte, secrets ...string) (*Card, error) {
 	seenFlow := map[string]bool{}
 	for i, f := range c.AuthFlows {
 		where := fmt.Sprintf("auth_flows[%d]", i)
-		if !validCode(f.ID) {
+		if !ValidCode(f.ID) {
 			e.add("%s.id must be 1-64 characters of [A-Za-z0-9_.-]", where)
 		} else {
 			if seenFlow[f.ID] {
@@ -485,7 +490,7 @@ func ParseCard(raw []byte, secrets ...string) (*Card, error) {
 		}
 		names := map[string]bool{}
 		for _, fl := range f.Fields {
-			if !validCode(fl.Name) {
+			if !ValidCode(fl.Name) {
 				e.add("%s: a field name must be 1-64 characters of [A-Za-z0-9_.-]", where)
 				continue
 			}
@@ -591,9 +596,9 @@ func (d *Descriptor) Authenticated() bool {
 // Active reports whether tools can be called now.
 func (d *Descriptor) Active() bool { return d != nil && activeStatuses[d.Connection.Status] }
 
-// availableTools returns the tool ids that may be projected: status
+// AvailableTools returns the tool ids that may be projected: status
 // available and a target permission that is not denied.
-func (d *Descriptor) availableTools() map[string]bool {
+func (d *Descriptor) AvailableTools() map[string]bool {
 	out := map[string]bool{}
 	if !d.Authenticated() {
 		return out
@@ -637,7 +642,7 @@ func ParseDescriptor(raw json.RawMessage, card *Card, channelID string) (*Descri
 	if c.ConnectorCardID != card.ConnectorCardID {
 		return nil, nil, errors.New("connection_descriptor connector_card_id does not match the Card")
 	}
-	if !validWireID(c.ConnectorID) {
+	if !ValidWireID(c.ConnectorID) {
 		return nil, nil, errors.New("connection_descriptor connector_id is missing or malformed")
 	}
 	if c.ConnectorChannelID != channelID {
@@ -694,4 +699,14 @@ func ParseDescriptor(raw json.RawMessage, card *Card, channelID string) (*Descri
 	}
 	d.Tools = tools
 	return &d, dropped, nil
+}
+
+// TruncateRunes cuts s to at most max runes, for bounding
+// connector-supplied text.
+func TruncateRunes(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max])
 }

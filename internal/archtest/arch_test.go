@@ -38,7 +38,7 @@ var tiers = map[string]int{
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
 	"connectorbridge": 4,
 	// The composition root, then the programs.
-	"gateway": 5,
+	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
 }
 

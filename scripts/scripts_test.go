@@ -24,7 +24,7 @@ func root(t *testing.T) string {
 // as the README says; NO_DEPS=1 leaves it out.
 func TestMakeTestInstallsDeps(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not installed")
+		missing(t, "make not installed")
 	}
 	dry := func(vars ...string) string {
 		out, err := exec.Command("make", append([]string{"-n", "-C", root(t), "test"}, vars...)...).CombinedOutput()
@@ -49,10 +49,10 @@ func TestMakeTestInstallsDeps(t *testing.T) {
 // lock file newer than node_modules (any fresh checkout) is not "stale".
 func TestInstallDepsLeavesLinkedNodeModules(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node not installed")
+		missing(t, "node not installed")
 	}
 	if _, err := exec.LookPath("dpkg-query"); err != nil {
-		t.Skip("not a Debian machine")
+		missing(t, "not a Debian machine")
 	}
 	dir := t.TempDir()
 	repo := filepath.Join(dir, "repo")
@@ -92,4 +92,14 @@ func TestInstallDepsLeavesLinkedNodeModules(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(shared, "keep")); err != nil {
 		t.Errorf("the link's target was emptied: %v", err)
 	}
+}
+
+// missing skips a test whose tool is absent, except under CI=true, where
+// every tool the suites need is installed and its absence is a failure.
+func missing(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why + " (CI=true: .ci/run installs it)")
+	}
+	t.Skip(why)
 }

@@ -112,6 +112,9 @@ type StanzaError struct {
 	Type      Type
 	Condition Condition
 	Text      string
+	// App is an optional application-specific condition (RFC 6120
+	// 8.3.4), such as XEP-0050's <bad-sessionid/>; ParseError leaves it nil.
+	App *xmltree.Element
 }
 
 // NewError is the one builder of stanza errors: condition c with the type
@@ -143,6 +146,9 @@ func (e *StanzaError) Element(space string) *xmltree.Element {
 	el.Add(xmltree.New(ns.Stanzas, string(e.Condition)))
 	if e.Text != "" {
 		el.Add(xmltree.New(ns.Stanzas, "text").WithText(e.Text))
+	}
+	if e.App != nil {
+		el.Add(e.App)
 	}
 	return el
 }

@@ -14,6 +14,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
@@ -59,6 +60,7 @@ type Gateway struct {
 	Router    *component.Router
 	Component *component.Component
 	Presence  *dirxmpp.Presence
+	Adhoc     *adhoc.Service
 	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
@@ -187,7 +189,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetReferenceChecker(g.Engine)
 
+	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Engine: g.Engine, Log: log})
+	g.Adhoc.Register(g.Router)
 	g.Presence = dirxmpp.Register(g.Router, dirxmpp.Deps{
+		Nodes:         g.Adhoc,
 		Domain:        g.domain,
 		GatewayName:   cfg.XMPP.GatewayName,
 		Reader:        g.Registry,

@@ -12,6 +12,7 @@ import (
 // Snapshot is the complete committed state of a task, for <task-state/>.
 type Snapshot struct {
 	TaskID       string
+	Tool         string
 	Endpoint     string
 	APIVersion   string
 	ManifestHash string
@@ -75,7 +76,7 @@ func (e *Engine) State(ctx context.Context, caller, endpoint, taskID string) (*S
 		return nil, err
 	}
 	s := &Snapshot{
-		TaskID: t.ID, Endpoint: t.Endpoint, APIVersion: t.APIVersion, ManifestHash: t.ManifestHash,
+		TaskID: t.ID, Tool: t.Tool, Endpoint: t.Endpoint, APIVersion: t.APIVersion, ManifestHash: t.ManifestHash,
 		State: t.State, Revision: t.Revision, Created: t.Created, Updated: t.Updated,
 		RetainUntil: t.RetainUntil, ResultAvailable: t.State.Terminal() && t.Result != nil,
 	}
@@ -87,6 +88,24 @@ func (e *Engine) State(ctx context.Context, caller, endpoint, taskID string) (*S
 		s.PendingInput = in.Request
 	}
 	return s, nil
+}
+
+// StateByRequest is State for the caller's task admitted with requestID
+// (the adhoc command layer derives request IDs from its session IDs, so a
+// session is found again after a restart). Unknown, purged and other
+// callers' requests are one ErrNotFound.
+func (e *Engine) StateByRequest(ctx context.Context, caller, endpoint, requestID string) (*Snapshot, error) {
+	if !ids.Valid(requestID) || caller == "" {
+		return nil, reject(ErrNotFound, "task")
+	}
+	t, err := e.db.TaskByRequest(ctx, caller, endpoint, requestID)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil || t.Caller != caller || t.Endpoint != endpoint {
+		return nil, reject(ErrNotFound, "task")
+	}
+	return e.State(ctx, caller, endpoint, t.ID)
 }
 
 // Result returns the retained terminal result of the caller's task, or

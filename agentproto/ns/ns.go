@@ -66,3 +66,24 @@ const (
 const (
 	Stanzas = "urn:ietf:params:xml:ns:xmpp-stanzas" // stanza error conditions
 )
+
+// XEPs of the ad-hoc command surface and of catalog change notification
+// (docs/adhoc.md).
+const (
+	Commands    = "http://jabber.org/protocol/commands"       // XEP-0050
+	Caps        = "http://jabber.org/protocol/caps"           // XEP-0115
+	PubSub      = "http://jabber.org/protocol/pubsub"         // XEP-0060
+	PubSubEvent = "http://jabber.org/protocol/pubsub#event"   // XEP-0060
+	PubSubError = "http://jabber.org/protocol/pubsub#errors"  // XEP-0060
+	TypeCommand = "command-node"                              // XEP-0050 identity type
+	XDataValid  = "http://jabber.org/protocol/xdata-validate" // XEP-0122
+)
+
+// agentgw's own extension: the catalog change PubSub node at the gateway
+// and the payload of its items (docs/adhoc.md, "Catalog changes"). The
+// spec leaves change notification to a future version; this is not part of
+// it.
+const (
+	Catalog     = "urn:agentgw:catalog:0"
+	CatalogNode = "urn:agentgw:catalog:0"
+)

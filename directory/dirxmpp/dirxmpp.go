@@ -56,9 +56,21 @@ type Deps struct {
 	// ColdStart tells whether invoking can wake the endpoint's runtime;
 	// nil means never.
 	ColdStart func(endpoint string) bool
+	// Nodes serves the endpoint disco nodes and features another package
+	// owns (the adhoc commands); nil means none.
+	Nodes EndpointNodes
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
 	Log    *slog.Logger
+}
+
+// EndpointNodes answers disco at endpoint nodes dirxmpp does not own.
+// The router has checked visibility before either is asked; ok false means
+// the node is not theirs (item-not-found).
+type EndpointNodes interface {
+	Features(endpoint string) []string
+	NodeInfo(requester, endpoint, node string) (q *xmltree.Element, ok bool)
+	NodeItems(requester, endpoint, node string) (q *xmltree.Element, ok bool)
 }
 
 type service struct {

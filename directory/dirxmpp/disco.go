@@ -152,6 +152,13 @@ func (s *service) endpointFeatures(ep string) []string {
 			}
 		}
 	}
+	if s.Nodes != nil {
+		for _, f := range s.Nodes.Features(ep) {
+			if !slices.Contains(vars, f) {
+				vars = append(vars, f)
+			}
+		}
+	}
 	return append(vars, ns.VCard)
 }
 
@@ -179,6 +186,11 @@ func (s *service) endpointInfo(_ context.Context, iq component.IQ) (*xmltree.Ele
 	}
 	m, t, err := s.tool(ep, node)
 	if err != nil {
+		if s.Nodes != nil {
+			if q, ok := s.Nodes.NodeInfo(requester(iq), ep, node); ok {
+				return q, nil
+			}
+		}
 		return nil, err
 	}
 	return s.toolInfoReply(ep, node, m, t), nil
@@ -326,6 +338,11 @@ func (s *service) endpointItems(_ context.Context, iq component.IQ) (*xmltree.El
 		return s.toolItems(ep, node, m, rq)
 	}
 	if _, _, err := s.tool(ep, node); err != nil {
+		if s.Nodes != nil {
+			if q, ok := s.Nodes.NodeItems(requester(iq), ep, node); ok {
+				return q, nil
+			}
+		}
 		return nil, err
 	}
 	return xmltree.New(ns.DiscoItems, "query", "node", node), nil

@@ -6,6 +6,7 @@ package dataform
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/xmltree"
@@ -27,7 +28,12 @@ const (
 	FieldTextSingle = "text-single"
 	FieldTextMulti  = "text-multi"
 	FieldListSingle = "list-single"
+	FieldListMulti  = "list-multi"
+	FieldFixed      = "fixed"
 )
+
+// NSValidate is XEP-0122 Data Forms Validation.
+const NSValidate = "http://jabber.org/protocol/xdata-validate"
 
 // FormTypeVar is the var of the XEP-0068 hidden field naming the form type.
 const FormTypeVar = "FORM_TYPE"
@@ -59,6 +65,26 @@ type Field struct {
 	Type   string
 	Label  string
 	Values []string
+	// Desc, Required, Options and Validate are emitted in forms the
+	// gateway sends (XEP-0050 command stages); Parse leaves them empty.
+	Desc     string
+	Required bool
+	Options  []Option
+	Validate *Validate
+}
+
+// Option is one <option/> of a list field.
+type Option struct {
+	Label string
+	Value string
+}
+
+// Validate is an XEP-0122 <validate/>: a datatype ("xs:integer") and, when
+// Min or Max is set, a <range/>; ListMin/ListMax > 0 add a <list-range/>.
+type Validate struct {
+	Datatype         string
+	Min, Max         string
+	ListMin, ListMax int
 }
 
 // Form is a data form. FormType, when set, is emitted as the first field,
@@ -120,8 +146,50 @@ func fieldElement(fl Field) *xmltree.Element {
 	if fl.Label != "" {
 		el.SetAttr("label", xmltree.Sanitize(fl.Label))
 	}
+	if fl.Desc != "" {
+		el.Add(xmltree.New(ns.Data, "desc").WithText(xmltree.Sanitize(fl.Desc)))
+	}
+	if fl.Required {
+		el.Add(xmltree.New(ns.Data, "required"))
+	}
+	if v := fl.Validate; v != nil {
+		ve := xmltree.New(NSValidate, "validate")
+		if v.Datatype != "" {
+			ve.SetAttr("datatype", v.Datatype)
+		}
+		if v.Min != "" || v.Max != "" {
+			r := xmltree.New(NSValidate, "range")
+			if v.Min != "" {
+				r.SetAttr("min", v.Min)
+			}
+			if v.Max != "" {
+				r.SetAttr("max", v.Max)
+			}
+			ve.Add(r)
+		} else {
+			ve.Add(xmltree.New(NSValidate, "basic"))
+		}
+		if v.ListMin > 0 || v.ListMax > 0 {
+			lr := xmltree.New(NSValidate, "list-range")
+			if v.ListMin > 0 {
+				lr.SetAttr("min", strconv.Itoa(v.ListMin))
+			}
+			if v.ListMax > 0 {
+				lr.SetAttr("max", strconv.Itoa(v.ListMax))
+			}
+			ve.Add(lr)
+		}
+		el.Add(ve)
+	}
 	for _, v := range fl.Values {
 		el.Add(xmltree.New(ns.Data, "value").WithText(xmltree.Sanitize(v)))
+	}
+	for _, o := range fl.Options {
+		oe := xmltree.New(ns.Data, "option")
+		if o.Label != "" {
+			oe.SetAttr("label", xmltree.Sanitize(o.Label))
+		}
+		el.Add(oe.Add(xmltree.New(ns.Data, "value").WithText(xmltree.Sanitize(o.Value))))
 	}
 	return el
 }

@@ -247,12 +247,14 @@ def emit(check, **details):
     print(json.dumps(dict({"check": check, "ok": True}, **details), sort_keys=True), flush=True)
 
 
-def run(scenario, extra_args=None):
+def run(scenario, extra_args=None, plugins=()):
     args = parse_args(extra_args)
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     xmpp = Client(args, scenario)
+    for plugin in plugins:
+        xmpp.register_plugin(plugin)
     xmpp.connect(address=(xmpp.server_host, xmpp.server_port))
     try:
         res = loop.run_until_complete(asyncio.wait_for(xmpp.outcome, args.timeout))

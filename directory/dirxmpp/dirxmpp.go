@@ -123,6 +123,7 @@ func Register(r *component.Router, d Deps) *Presence {
 	r.HandleEndpointIQ(set, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(vcardSet))
 
 	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Log)
+	p.caps = s.caps
 	if d.Sender != nil {
 		r.HandlePresence(p.handle)
 	}

@@ -812,10 +812,11 @@ func TestPresence(t *testing.T) {
 		h.router.DispatchPresence(ctx, presence(t, typ, from, to))
 		return h.sender.take()
 	}
+	caps := func(ep string) string { return h.presence.caps(epJID(ep)).String() }
 	got := send("subscribe", juliet, epJID("weather"))
 	want := []string{
 		`<presence xmlns="jabber:component:accept" from="weather@agents.example" to="juliet@example.net" type="subscribed"/>`,
-		`<presence xmlns="jabber:component:accept" from="weather@agents.example" to="juliet@example.net"/>`,
+		`<presence xmlns="jabber:component:accept" from="weather@agents.example" to="juliet@example.net">` + caps("weather") + `</presence>`,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("subscribe replies:\n%v", got)
@@ -871,8 +872,8 @@ func TestPresence(t *testing.T) {
 	got = h.sender.take()
 	slices.Sort(got)
 	want = []string{
-		`<presence xmlns="jabber:component:accept" from="secret@agents.example" to="boss@example.net"/>`,
-		`<presence xmlns="jabber:component:accept" from="weather@agents.example" to="mercutio@friend.example"/>`,
+		`<presence xmlns="jabber:component:accept" from="secret@agents.example" to="boss@example.net">` + caps("secret") + `</presence>`,
+		`<presence xmlns="jabber:component:accept" from="weather@agents.example" to="mercutio@friend.example">` + caps("weather") + `</presence>`,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("rebroadcast = %v", got)
@@ -886,5 +887,51 @@ func TestSubscriberBound(t *testing.T) {
 	}
 	if n := p.Subscribers("e@x"); n != MaxSubscribersPerEndpoint {
 		t.Fatalf("subscribers = %d", n)
+	}
+}
+
+// TestCapsVer checks the XEP-0115 algorithm against the XEP's simple
+// example (section 5.2) and that an endpoint's ver follows its disco
+// answer: another version, another ver; the caps node answers disco#info.
+func TestCapsVer(t *testing.T) {
+	q := xmltree.New(ns.DiscoInfo, "query").Add(
+		xmltree.New(ns.DiscoInfo, "identity", "category", "client", "type", "pc", "name", "Exodus 0.9.1"),
+		xmltree.New(ns.DiscoInfo, "feature", "var", "http://jabber.org/protocol/disco#info"),
+		xmltree.New(ns.DiscoInfo, "feature", "var", "http://jabber.org/protocol/disco#items"),
+		xmltree.New(ns.DiscoInfo, "feature", "var", "http://jabber.org/protocol/muc"),
+		xmltree.New(ns.DiscoInfo, "feature", "var", "http://jabber.org/protocol/caps"),
+	)
+	if got := CapsVer(q); got != "QgayPKawpkPSDYmwT/WM94uAlu0=" {
+		t.Fatalf("ver of the XEP-0115 example = %s", got)
+	}
+	dir := newFakeDir(t, weatherManifest)
+	h := newHarness(t, dir)
+	before := h.presence.caps(epJID("weather"))
+	if before == nil {
+		t.Fatal("no caps for an active endpoint")
+	}
+	ver := before.AttrValue("ver")
+	info := h.do(t, "get", juliet, epJID("weather"), `<query xmlns="`+ns.DiscoInfo+`" node="`+CapsNode+`#`+ver+`"/>`)
+	if c := condition(info); c != "" {
+		t.Fatalf("caps node: %s", c)
+	}
+	if got := CapsVer(payload(t, info)); got != ver {
+		t.Fatalf("caps node answer hashes to %s, want %s", got, ver)
+	}
+	if c := condition(h.do(t, "get", juliet, epJID("weather"), `<query xmlns="`+ns.DiscoInfo+`" node="`+CapsNode+`#stale"/>`)); c != "item-not-found" {
+		t.Fatalf("stale caps node: %q", c)
+	}
+	m2 := dir.add(buildManifest(t, strings.Replace(weatherManifest, `"version": "1.4.0"`, `"version": "2.0.0"`, 1)))
+	if err := dir.Activate(t.Context(), m2.Endpoint, m2.Version, m2.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.presence.caps(epJID("weather")).AttrValue("ver"); after == ver {
+		t.Fatal("ver unchanged after a new active version")
+	}
+	h.presence.remember(epJID("weather"), juliet)
+	h.presence.CatalogChanged(epJID("weather"), nil)
+	got := h.sender.take()
+	if len(got) != 1 || !strings.Contains(got[0], h.presence.caps(epJID("weather")).AttrValue("ver")) {
+		t.Fatalf("catalog change presence = %v", got)
 	}
 }

@@ -175,6 +175,19 @@ func (s *service) endpointInfo(_ context.Context, iq component.IQ) (*xmltree.Ele
 		}
 		return s.endpointInfoReply(ep, m), nil
 	}
+	if ver, ok := strings.CutPrefix(node, CapsNode+"#"); ok {
+		// XEP-0115: the caps node answers like the endpoint itself, for
+		// the current ver only.
+		m, ok := s.Reader.Active(ep)
+		if !ok {
+			return nil, agentproto.ErrItemNotFound()
+		}
+		q := s.endpointInfoReply(ep, m)
+		if CapsVer(q) != ver {
+			return nil, agentproto.ErrItemNotFound()
+		}
+		return q.SetAttr("node", node), nil
+	}
 	if v, ok := directory.ParseToolsNode(node); ok {
 		if _, ok := s.Reader.Manifest(ep, v); !ok {
 			return nil, agentproto.ErrItemNotFound()

@@ -31,6 +31,10 @@ type Presence struct {
 	sender   component.Sender
 	log      *slog.Logger
 
+	// caps is the XEP-0115 <c/> of an endpoint's available presence (nil
+	// for none).
+	caps func(endpoint string) *xmltree.Element
+
 	mu   sync.Mutex
 	subs map[string]map[string]struct{} // endpoint → subscriber bare JIDs
 	down map[string]bool                // endpoints reported unavailable
@@ -94,7 +98,64 @@ func (p *Presence) availability(from, to jid.JID) *xmltree.Element {
 	if down {
 		return component.NewPresence("unavailable", from, to)
 	}
-	return component.NewPresence("", from, to)
+	return p.available(from, to)
+}
+
+// available is available presence from an endpoint, with its caps.
+func (p *Presence) available(from, to jid.JID) *xmltree.Element {
+	pr := component.NewPresence("", from, to)
+	if p.caps != nil {
+		if c := p.caps(from.Bare().String()); c != nil {
+			pr.Add(c)
+		}
+	}
+	return pr
+}
+
+// presenceOf is available (with caps) or unavailable presence.
+func (p *Presence) presenceOf(typ string, from, to jid.JID) *xmltree.Element {
+	if typ == "" {
+		return p.available(from, to)
+	}
+	return component.NewPresence(typ, from, to)
+}
+
+// CatalogChanged tells the remembered subscribers of endpoint that its
+// disco answer changed (a new active version, or none): available presence
+// with the new caps to those who may see it, or unavailable when it has no
+// active version any more, to those the policy still lets see it.
+func (p *Presence) CatalogChanged(endpoint string, canSee func(principal, endpoint string) bool) {
+	if p == nil || p.sender == nil {
+		return
+	}
+	ep, err := jid.Parse(endpoint)
+	if err != nil {
+		return
+	}
+	ep = ep.Bare()
+	key := ep.String()
+	p.mu.Lock()
+	down := p.down[key]
+	var subs []string
+	for s := range p.subs[key] {
+		subs = append(subs, s)
+	}
+	p.mu.Unlock()
+	if down {
+		return // unavailable stays unavailable; caps come with the next up
+	}
+	ctx := context.Background()
+	for _, s := range subs {
+		to, err := jid.Parse(s)
+		if err != nil {
+			continue
+		}
+		if _, visible := p.resolver.Resolve(to, ep); visible {
+			p.send(ctx, p.available(ep, to))
+		} else if canSee != nil && canSee(s, key) {
+			p.send(ctx, component.NewPresence("unavailable", ep, to))
+		}
+	}
 }
 
 func (p *Presence) remember(ep, sub string) {
@@ -176,7 +237,7 @@ func (p *Presence) SetAvailable(endpoint string, up bool) {
 		if _, visible := p.resolver.Resolve(to, ep); !visible {
 			continue
 		}
-		p.send(ctx, component.NewPresence(typ, ep, to))
+		p.send(ctx, p.presenceOf(typ, ep, to))
 	}
 }
 
@@ -221,7 +282,7 @@ func (p *Presence) Rebroadcast(ctx context.Context) {
 				continue
 			}
 			if _, visible := p.resolver.Resolve(to, ep); visible {
-				p.send(ctx, component.NewPresence(typ, ep, to))
+				p.send(ctx, p.presenceOf(typ, ep, to))
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/catalogpush"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
@@ -61,6 +62,7 @@ type Gateway struct {
 	Component *component.Component
 	Presence  *dirxmpp.Presence
 	Adhoc     *adhoc.Service
+	Catalog   *catalogpush.Service
 	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
@@ -191,8 +193,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 
 	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Engine: g.Engine, Log: log})
 	g.Adhoc.Register(g.Router)
-	g.Presence = dirxmpp.Register(g.Router, dirxmpp.Deps{
-		Nodes:         g.Adhoc,
+	g.Catalog = catalogpush.New(catalogpush.Deps{Domain: g.domain, Reader: g.Registry, Policy: g.Policy, Sender: g.Component, Log: log})
+	g.Catalog.Register(g.Router)
+	deps := dirxmpp.Deps{
 		Domain:        g.domain,
 		GatewayName:   cfg.XMPP.GatewayName,
 		Reader:        g.Registry,
@@ -202,7 +205,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		ReplaySeconds: cfg.Tasks.ReplaySeconds,
 		Sender:        g.Component,
 		Log:           log,
-	})
+	}
+	deps.Nodes, deps.GatewayFeatures = g.Adhoc, g.Catalog.Features()
+	g.Presence = dirxmpp.Register(g.Router, deps)
+	g.Catalog.SetPresence(g.Presence)
+	g.Registry.OnChange(g.Catalog.Signal)
 	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
 	g.Metrics.SetTaskStateSource(g.taskCounts)
 	g.Metrics.SetStoreCheck(func(ctx context.Context) error { return g.DB.Write.PingContext(ctx) })
@@ -296,6 +303,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}()
 	}
 	goRun("directory watch", func(ctx context.Context) error { g.Registry.Watch(ctx, 250*time.Millisecond); return nil })
+	goRun("catalog push", func(ctx context.Context) error { g.Catalog.Run(ctx); return nil })
 	goRun("trust watch", func(ctx context.Context) error {
 		g.Grants.Watch(ctx, 250*time.Millisecond, func(err error) { g.log.Warn("reloading trust grants failed", "err", err) })
 		return nil

@@ -56,6 +56,9 @@ type Deps struct {
 	// ColdStart tells whether invoking can wake the endpoint's runtime;
 	// nil means never.
 	ColdStart func(endpoint string) bool
+	// GatewayFeatures are further features of the gateway's own disco#info
+	// (the catalog PubSub node's).
+	GatewayFeatures []string
 	// Nodes serves the endpoint disco nodes and features another package
 	// owns (the adhoc commands); nil means none.
 	Nodes EndpointNodes

@@ -60,6 +60,7 @@ func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Elem
 			features(q, ns.APIAdmin)
 		}
 		features(q, ns.Ping, ns.RSM)
+		features(q, s.GatewayFeatures...)
 	case ns.Directory:
 		q.Add(identity(ns.TypeDirectory, ""))
 		features(q, ns.DiscoInfo, ns.DiscoItems, ns.RSM)

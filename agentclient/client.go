@@ -54,6 +54,9 @@ type Client struct {
 	mu     sync.Mutex
 	tasks  map[taskKey]*taskEvents
 	recent []taskKey // insertion order, to bound tasks
+
+	catalogMu sync.Mutex
+	onCatalog func(CatalogChange)
 }
 
 type taskKey struct{ endpoint, taskID string }

@@ -197,6 +197,9 @@ const (
 // handleMessage recognizes lifecycle messages: exactly one <event/> in the
 // task namespace as a direct child of a normal message.
 func (c *Client) handleMessage(m *xmltree.Element) {
+	if c.catalogEvent(m) {
+		return
+	}
 	typ := m.AttrValue("type")
 	if typ != "" && typ != "normal" {
 		return

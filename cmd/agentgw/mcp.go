@@ -35,7 +35,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	bearerEnv := fs.String("bearer-env", "", "environment variable holding the bearer token every HTTP request must carry")
 	bearerFile := fs.String("bearer-file", "", "file holding the bearer token; created with a fresh random token (mode 0600) if missing. Without this or --bearer-env, a fresh token is written to a private temporary file whose path is printed")
 	sessionTimeout := fs.Duration("session-timeout", front.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
-	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery interval (0 disables polling)")
+	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery poll interval, the fallback to the catalog changes gateways push (0 disables polling)")
 	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
 	listPage := fs.Int("list-page-size", 0, "tools/list page size (default 1000)")

@@ -158,6 +158,7 @@ func New(c Client, opts Options) *Front {
 		listed: map[string][]string{}, endpoints: map[string]*endpointState{},
 		tools: map[string]*binding{}, kick: make(chan struct{}, 1),
 	}
+	f.watchCatalog()
 	f.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		PageSize: opts.ListPageSize,
 		Logger:   opts.Logger,
@@ -189,6 +190,7 @@ func (f *Front) initial(ctx context.Context) {
 	if _, err := f.Refresh(ctx); err != nil {
 		f.log.Warn("initial discovery failed; serving without tools until a refresh succeeds", "error", err)
 	}
+	f.subscribeCatalogs(ctx)
 }
 
 // poll refreshes on the interval, and early when a call hinted at a stale
@@ -210,6 +212,7 @@ func (f *Front) poll(ctx context.Context) {
 		if _, err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
 			f.log.Warn("refreshing the agent tools failed", "error", err)
 		}
+		f.subscribeCatalogs(ctx)
 	}
 }
 

@@ -177,3 +177,31 @@ func TestTable(t *testing.T) {
 		t.Error("a number became a table")
 	}
 }
+
+// FuzzForm: any schema maps to a form and any submission reads back
+// without panicking; what arguments accepts is a JSON object.
+func FuzzForm(f *testing.F) {
+	f.Add([]byte(mixedSchema), "city", "Oslo", "count", "3")
+	f.Add([]byte(`{"type":"object","properties":{"a":{"type":"integer","minimum":1e308}}}`), "a", "1e400", "", "")
+	f.Add([]byte(`{"oneOf":[]}`), wholeVar, `{"a":[1,{"b":null}]}`, "", "")
+	f.Add([]byte(`{"type":"object","properties":{"e":{"type":"array","items":{"anyOf":[{"const":"x"}]}}}}`), "e", "x", "e", "y")
+	f.Fuzz(func(t *testing.T, schema []byte, k1, v1, k2, v2 string) {
+		fs := buildForm(schema)
+		if len(fs.fields) != len(fs.props) {
+			t.Fatalf("%d fields for %d properties", len(fs.fields), len(fs.props))
+		}
+		_ = (&dataform.Form{Type: dataform.TypeForm, Fields: fs.fields}).Element().String()
+		vals := map[string][]string{k1: {v1}}
+		vals[k2] = append(vals[k2], v2)
+		out, err := fs.arguments(vals)
+		if err != nil {
+			if _, ok := err.(*formError); !ok {
+				t.Fatalf("error %T is not a form error", err)
+			}
+			return
+		}
+		if len(out) == 0 || out[0] != '{' {
+			t.Fatalf("arguments %s are not an object", out)
+		}
+	})
+}

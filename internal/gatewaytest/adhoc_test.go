@@ -44,7 +44,7 @@ func TestAdhocSlixmpp(t *testing.T) {
 	})
 
 	checks := runSlixmpp(t, e, "adhoc.py", "alice", "--endpoint", ep)
-	requireChecks(t, checks, "commands-feature", "list-commands", "echo", "resubmit", "get-sum", "hostile",
+	requireChecks(t, checks, "commands-feature", "list-commands", "echo", "resubmit", "get-sum", "hostile", "structured",
 		"progress", "elicitation", "cancel", "cancel-before-start", "sessions")
 
 	// The re-submitted echo stage ran once: one echo task in the store.

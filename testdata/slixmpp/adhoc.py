@@ -169,6 +169,25 @@ class Adhoc:
             expect("5.5" in text, "get-sum result %r", text)
             emit("get-sum", text=text)
 
+    async def structured(self):
+        with check("structured"):
+            node = "get-structured-content"
+            c = await self.ok(node)
+            sid = c["sessionid"]
+            f = c["form"].get_fields()
+            expect(f["location"]["type"] == "list-single", "location is %s", f["location"]["type"])
+            opts = [o["value"] for o in f["location"]["options"]]
+            expect("Chicago" in opts, "location options %s", opts)
+            c = await self.ok(node, action="complete", sessionid=sid, payload=self.submit(c["form"], {"location": "Chicago"}))
+            if c["status"] != "completed":
+                c, _ = await self.until(node, sid, lambda c: c["status"] == "completed", "structured")
+            x = c["form"].xml
+            cols = [fl.get("var") for fl in x.findall("{%s}reported/{%s}field" % (DATA, DATA))]
+            expect(cols == ["conditions", "humidity", "temperature"], "reported columns %s", cols)
+            row = {fl.get("var"): fl.findtext("{%s}value" % DATA) for fl in x.findall("{%s}item/{%s}field" % (DATA, DATA))}
+            expect(row == {"conditions": "Light rain / drizzle", "humidity": "82", "temperature": "36"}, "table row %s", row)
+            emit("structured", row=row)
+
     async def long_running(self):
         with check("progress"):
             c = await self.ok("trigger-long-running-operation")
@@ -302,6 +321,7 @@ class Adhoc:
         await self.echo()
         await self.get_sum()
         await self.hostile()
+        await self.structured()
         await self.long_running()
         await self.elicitation()
         await self.cancel()

@@ -385,6 +385,9 @@ func opClass(space, local string) federation.Op {
 		return federation.OpInvoke
 	case space == ns.Task:
 		return federation.OpInput
+	case space == ns.Commands:
+		// A command stage may admit a task: limited like invoke.
+		return federation.OpInvoke
 	case space == ns.API && (local == "manifest-request" || local == "schema-request"):
 		return federation.OpSchema
 	}

@@ -97,8 +97,10 @@ func TestAdhocFederatedNoGrants(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adhoc.py --mode remote: %v\n%s\n%s", err, stdout, stderr)
 	}
-	if !strings.Contains(string(stdout), `"check": "remote-commands"`) {
-		t.Fatalf("remote-commands not reported:\n%s", stdout)
+	for _, c := range []string{"remote-commands", "remote-catalog"} {
+		if !strings.Contains(string(stdout), `"check": "`+c+`"`) {
+			t.Fatalf("%s not reported:\n%s", c, stdout)
+		}
 	}
 	t.Logf("%s", stdout)
 }

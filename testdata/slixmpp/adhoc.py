@@ -362,6 +362,15 @@ class Adhoc:
             expect(got["hidden"] == got["missing"], "hidden %s and missing %s commands nodes differ", got["hidden"], got["missing"])
             expect(got["hidden-execute"] == got["missing-execute"], "executing at hidden %s and missing %s differs", got["hidden-execute"], got["missing-execute"])
             emit("remote-commands", condition=got["hidden"][1])
+        with check("remote-catalog"):
+            # The catalog node is visibility-filtered: subscribing works,
+            # but nothing about the hidden endpoint is listed.
+            gw = self.x.args.gateway
+            await self.x["xep_0060"].subscribe(gw, "urn:agentgw:catalog:0", subscribee=self.x.boundjid.full, timeout=30)
+            items = await self.x["xep_0060"].get_items(gw, "urn:agentgw:catalog:0", timeout=30)
+            ids = [i["id"] for i in items["pubsub"]["items"]]
+            expect(self.ep not in ids and not ids, "a principal without grants sees catalog items %s", ids)
+            emit("remote-catalog")
 
 
 async def scenario(x):
@@ -370,4 +379,4 @@ async def scenario(x):
 
 
 if __name__ == "__main__":
-    run(scenario, extra_args, plugins=("xep_0030", "xep_0004", "xep_0050"))
+    run(scenario, extra_args, plugins=("xep_0030", "xep_0004", "xep_0050", "xep_0060"))

@@ -43,9 +43,9 @@ type Engine interface {
 	Events(ctx context.Context, taskID string) ([]tasks.StoredEvent, error)
 }
 
-// Policy decides visibility and invocation (federation.Policy).
+// Policy decides invocation (federation.Policy); visibility is the
+// router's.
 type Policy interface {
-	CanSee(principal, endpoint string) bool
 	CanInvoke(principal, endpoint string) bool
 }
 
@@ -55,6 +55,9 @@ type Deps struct {
 	Policy Policy
 	Engine Engine
 	Log    *slog.Logger
+	// Runnable tells whether an endpoint has a backend that runs tasks;
+	// endpoints without one advertise and list no commands. nil means all.
+	Runnable func(endpoint string) bool
 	// MaxPending bounds the first-stage sessions held in memory (default
 	// 10000); PendingTTL is how long one waits for its submission
 	// (default 1h).
@@ -111,8 +114,18 @@ func (s *Service) Register(r *component.Router) {
 	r.HandleEndpointIQ(component.IQSet, ns.Commands, "command", component.AccessInvocable, component.IQHandlerFunc(s.command))
 }
 
-// Features are the endpoint features the command surface adds.
-func (s *Service) Features(string) []string { return []string{ns.Commands} }
+// Features are the endpoint features the command surface adds: the
+// commands feature, where tools can run.
+func (s *Service) Features(endpoint string) []string {
+	if !s.runnable(endpoint) {
+		return nil
+	}
+	return []string{ns.Commands}
+}
+
+func (s *Service) runnable(endpoint string) bool {
+	return s.d.Runnable == nil || s.d.Runnable(endpoint)
+}
 
 // requestID is the task request ID of a session's first stage.
 func requestID(sid string) string { return sid + ".start" }
@@ -237,7 +250,7 @@ func submitted(c *xmltree.Element) (*dataform.Form, error) {
 // for a nonexistent tool.
 func (s *Service) tool(caller, ep, node string) (*directory.Manifest, *directory.Tool, error) {
 	m, ok := s.d.Reader.Active(ep)
-	if !ok || !s.d.Policy.CanInvoke(caller, ep) {
+	if !ok || !s.d.Policy.CanInvoke(caller, ep) || !s.runnable(ep) {
 		return nil, nil, agentproto.ErrItemNotFound()
 	}
 	t, ok := m.Tool(node)

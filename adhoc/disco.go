@@ -22,7 +22,7 @@ func (s *Service) NodeItems(requester, endpoint, node string) (*xmltree.Element,
 	}
 	q := xmltree.New(ns.DiscoItems, "query", "node", ns.Commands)
 	m, ok := s.d.Reader.Active(endpoint)
-	if !ok || !s.d.Policy.CanInvoke(requester, endpoint) {
+	if !ok || !s.d.Policy.CanInvoke(requester, endpoint) || !s.runnable(endpoint) {
 		return q, true
 	}
 	for i := range m.Tools {

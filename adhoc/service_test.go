@@ -1,0 +1,202 @@
+package adhoc
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/tasksqlite"
+	"github.com/agentgw/agentgw/tasks/taskstest"
+)
+
+const (
+	weather = "weather@agents.example"
+	alice   = "alice@example.net"
+	bob     = "bob@example.net"
+)
+
+type env struct {
+	t   *testing.T
+	eng *tasks.Engine
+	dir *taskstest.Directory
+	pol *taskstest.Policy
+	s   *Service
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), tasksqlite.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	dir := taskstest.NewDirectory()
+	dir.Add(taskstest.Manifest(weather, "1", taskstest.ToolSpec{Name: "echo",
+		InputSchema: `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`}), true)
+	pol := taskstest.NewPolicy([2]string{alice, weather}, [2]string{bob, weather})
+	backend := taskstest.New(tasks.Features{Cancel: true})
+	eng, err := tasks.New(tasks.Config{Driver: tasksqlite.New(db), Directory: dir, Policy: pol,
+		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	e := &env{t: t, eng: eng, dir: dir, pol: pol}
+	e.s = e.service()
+	return e
+}
+
+func (e *env) service() *Service {
+	return New(Deps{Reader: e.dir, Policy: e.pol, Engine: e.eng})
+}
+
+// cmd sends one command stage as from; fields are submitted when non-nil.
+func (e *env) cmd(s *Service, from, node, sid, action string, fields map[string]string) (*xmltree.Element, error) {
+	e.t.Helper()
+	c := xmltree.New(ns.Commands, "command", "node", node, "action", action)
+	if sid != "" {
+		c.SetAttr("sessionid", sid)
+	}
+	if fields != nil {
+		x := xmltree.New(ns.Data, "x", "type", "submit")
+		for k, v := range fields {
+			x.Add(xmltree.New(ns.Data, "field", "var", k).Add(xmltree.New(ns.Data, "value").WithText(v)))
+		}
+		c.Add(x)
+	}
+	return s.command(context.Background(), component.IQ{Type: "set", ID: "1",
+		From: jid.MustParse(from + "/r"), To: jid.MustParse(weather), Payload: c})
+}
+
+func (e *env) until(s *Service, from, sid, status string) *xmltree.Element {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r, err := e.cmd(s, from, "echo", sid, "next", nil)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if r.AttrValue("status") == status {
+			return r
+		}
+	}
+	e.t.Fatalf("session %s never %s", sid, status)
+	return nil
+}
+
+func appCondition(err error) string {
+	se, ok := err.(*agentproto.StanzaError)
+	if !ok || se.App == nil {
+		return ""
+	}
+	return se.App.Name.Local
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	e := newEnv(t)
+	r, err := e.cmd(e.s, alice, "echo", "", "execute", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := r.AttrValue("sessionid")
+	if r.AttrValue("status") != "executing" || r.Child(ns.Data, "x") == nil || !validSessionID(sid) {
+		t.Fatalf("first stage: %s", r)
+	}
+	if _, err := e.cmd(e.s, bob, "echo", sid, "complete", map[string]string{"message": "x"}); appCondition(err) != "bad-sessionid" {
+		t.Fatalf("bob submitting alice's first stage: %v", err)
+	}
+	form := map[string]string{StageVar: "start", "message": "hi"}
+	if _, err := e.cmd(e.s, alice, "echo", sid, "complete", form); err != nil {
+		t.Fatal(err)
+	}
+	done := e.until(e.s, alice, sid, "completed")
+	if !strings.Contains(done.String(), "hi") {
+		t.Fatalf("completed stage lacks the echo: %s", done)
+	}
+	// The same stage again: the same task (one task, as the store says).
+	again, err := e.cmd(e.s, alice, "echo", sid, "complete", form)
+	if err != nil || again.AttrValue("status") != "completed" {
+		t.Fatalf("re-submitted stage: %v %v", again, err)
+	}
+	if !strings.Contains(again.String(), taskNote(t, done)) {
+		t.Fatalf("re-submission reached another task: %s vs %s", again, done)
+	}
+	if _, err := e.cmd(e.s, alice, "echo", sid, "complete", map[string]string{StageVar: "start", "message": "other"}); !isCond(err, agentproto.CondConflict) {
+		t.Fatalf("other values: %v", err)
+	}
+	// bob: alice's session is a stale one, with the same error.
+	_, stale := e.cmd(e.s, bob, "echo", "cmd-AAAAAAAAAAAAAAAAAAAAAA", "next", nil)
+	_, foreign := e.cmd(e.s, bob, "echo", sid, "next", nil)
+	if appCondition(stale) != "bad-sessionid" || stale.Error() != foreign.Error() {
+		t.Fatalf("foreign %v, stale %v", foreign, stale)
+	}
+	// A restart: a fresh service finds the submitted session in the task
+	// store; an unsubmitted first stage is gone.
+	open, err := e.cmd(e.s, alice, "echo", "", "execute", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := e.service()
+	if r := e.until(s2, alice, sid, "completed"); !strings.Contains(r.String(), taskNote(t, done)) {
+		t.Fatalf("after the restart: %s", r)
+	}
+	if _, err := e.cmd(s2, alice, "echo", open.AttrValue("sessionid"), "next", nil); appCondition(err) != "bad-sessionid" {
+		t.Fatalf("unsubmitted stage after the restart: %v", err)
+	}
+}
+
+func taskNote(t *testing.T, r *xmltree.Element) string {
+	t.Helper()
+	for _, n := range r.ChildrenNamed(ns.Commands, "note") {
+		if f := strings.Fields(n.Text); len(f) > 1 && f[0] == "Task" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no task note: %s", r)
+	return ""
+}
+
+func isCond(err error, c agentproto.Condition) bool {
+	se, ok := err.(*agentproto.StanzaError)
+	return ok && se.Condition == c
+}
+
+func TestNotRunnableOrNotInvocable(t *testing.T) {
+	e := newEnv(t)
+	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 1 {
+		t.Fatalf("alice's commands: %s", q)
+	}
+	e.pol.Revoke(bob, weather)
+	if q, _ := e.s.NodeItems(bob, weather, ns.Commands); len(q.Children) != 0 {
+		t.Fatalf("bob without invocation lists %s", q)
+	}
+	if _, err := e.cmd(e.s, bob, "echo", "", "execute", nil); !isCond(err, agentproto.CondItemNotFound) {
+		t.Fatalf("bob executing: %v", err)
+	}
+	s := New(Deps{Reader: e.dir, Policy: e.pol, Engine: e.eng, Runnable: func(string) bool { return false }})
+	if f := s.Features(weather); len(f) != 0 {
+		t.Fatalf("features without a backend: %v", f)
+	}
+	if q, _ := s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 0 {
+		t.Fatalf("commands without a backend: %s", q)
+	}
+	if _, err := e.cmd(e.s, alice, "nope", "", "execute", nil); !isCond(err, agentproto.CondItemNotFound) {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if _, err := e.cmd(e.s, alice, "echo", "", "fly", nil); appCondition(err) != "malformed-action" {
+		t.Fatalf("bad action: %v", err)
+	}
+}

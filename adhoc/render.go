@@ -176,7 +176,7 @@ func terminalStage(node, sid string, snap *tasks.Snapshot, payload []byte) *xmlt
 	if text := contentText(p.Result.Content); text != "" {
 		f.Fields = append(f.Fields, dataform.Field{Var: "text", Type: dataform.FieldTextMulti, Label: "Result", Values: strings.Split(text, "\n")})
 	}
-	if sc := p.Result.StructuredContent; len(sc) > 0 && string(sc) != "null" {
+	if sc := p.Result.StructuredContent; len(sc) > 0 && string(sc) != "null" && string(sc) != "{}" {
 		rep, items, ok := table(sc)
 		if ok {
 			f.Reported, f.Items = rep, items

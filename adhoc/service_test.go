@@ -2,6 +2,7 @@ package adhoc
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
@@ -42,10 +44,24 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { db.Close() })
 	dir := taskstest.NewDirectory()
+	ext := directory.ToolExt{SupportsCancellation: true, SupportsInput: true}
 	dir.Add(taskstest.Manifest(weather, "1", taskstest.ToolSpec{Name: "echo",
-		InputSchema: `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`}), true)
+		InputSchema: `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`},
+		taskstest.ToolSpec{Name: "fail"}, taskstest.ToolSpec{Name: "ask", Ext: ext}, taskstest.ToolSpec{Name: "wait", Ext: ext}), true)
 	pol := taskstest.NewPolicy([2]string{alice, weather}, [2]string{bob, weather})
-	backend := taskstest.New(tasks.Features{Cancel: true})
+	backend := taskstest.New(tasks.Features{Cancel: true, Input: true})
+	backend.Script("fail", taskstest.Step{Fail: &tasks.Failure{Code: "com.example:broken", Message: "The widget broke."}})
+	backend.Script("ask", taskstest.Step{Do: func(ctx context.Context, _ tasks.Call, run tasks.Run) error {
+		ans, err := run.RequestInput(ctx, tasks.InputRequest{Question: "Which unit?",
+			Schema: []byte(`{"type":"object","properties":{"unit":{"enum":["C","F"]}},"required":["unit"]}`)})
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal("answer " + string(ans))
+		return run.Complete(tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":` + string(b) + `}]`)})
+	}})
+	reason := "stopped"
+	backend.Script("wait", taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: &reason})
 	eng, err := tasks.New(tasks.Config{Driver: tasksqlite.New(db), Directory: dir, Policy: pol,
 		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }})
 	if err != nil {
@@ -84,17 +100,99 @@ func (e *env) cmd(s *Service, from, node, sid, action string, fields map[string]
 
 func (e *env) until(s *Service, from, sid, status string) *xmltree.Element {
 	e.t.Helper()
+	return e.untilOn(s, from, "echo", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == status })
+}
+
+func (e *env) untilOn(s *Service, from, node, sid string, pred func(*xmltree.Element) bool) *xmltree.Element {
+	e.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		r, err := e.cmd(s, from, "echo", sid, "next", nil)
+		r, err := e.cmd(s, from, node, sid, "next", nil)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if r.AttrValue("status") == status {
+		if pred(r) {
 			return r
 		}
 	}
-	e.t.Fatalf("session %s never %s", sid, status)
+	e.t.Fatalf("session %s never got there", sid)
 	return nil
+}
+
+// start runs a command's first stage and submits fields.
+func (e *env) start(node string, fields map[string]string) string {
+	e.t.Helper()
+	r, err := e.cmd(e.s, alice, node, "", "execute", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sid := r.AttrValue("sessionid")
+	if _, err := e.cmd(e.s, alice, node, sid, "complete", fields); err != nil {
+		e.t.Fatal(err)
+	}
+	return sid
+}
+
+func noteOf(r *xmltree.Element, typ string) string {
+	for _, n := range r.ChildrenNamed(ns.Commands, "note") {
+		if n.AttrValue("type") == typ {
+			return n.Text
+		}
+	}
+	return ""
+}
+
+func TestFailureInputCancel(t *testing.T) {
+	e := newEnv(t)
+	sid := e.start("fail", map[string]string{})
+	r := e.untilOn(e.s, alice, "fail", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "completed" })
+	if n := noteOf(r, "error"); !strings.Contains(n, "The widget broke.") || !strings.Contains(n, "com.example:broken") {
+		t.Fatalf("failure stage: %s", r)
+	}
+
+	sid = e.start("ask", map[string]string{})
+	r = e.untilOn(e.s, alice, "ask", sid, func(r *xmltree.Element) bool { return r.Child(ns.Data, "x") != nil })
+	x := r.Child(ns.Data, "x")
+	if !strings.Contains(x.String(), "Which unit?") || !strings.Contains(x.String(), `type="list-single"`) {
+		t.Fatalf("input stage: %s", r)
+	}
+	var stage string
+	for _, f := range x.ChildrenNamed(ns.Data, "field") {
+		if f.AttrValue("var") == StageVar {
+			stage = f.Child(ns.Data, "value").Text
+		}
+	}
+	if _, _, ok := parseInputStage(stage); !ok {
+		t.Fatalf("stage %q", stage)
+	}
+	if _, err := e.cmd(e.s, alice, "ask", sid, "complete", map[string]string{StageVar: stage, "unit": "K"}); appCondition(err) != "bad-payload" {
+		t.Fatalf("an answer outside the options: %v", err)
+	}
+	answer := map[string]string{StageVar: stage, "unit": "F"}
+	if _, err := e.cmd(e.s, alice, "ask", sid, "complete", answer); err != nil {
+		t.Fatal(err)
+	}
+	r = e.untilOn(e.s, alice, "ask", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "completed" })
+	if !strings.Contains(r.String(), `answer {&#34;unit&#34;:&#34;F&#34;}`) && !strings.Contains(r.String(), `answer {"unit":"F"}`) {
+		t.Fatalf("answered task result: %s", r)
+	}
+	// The answered stage again is replayed; another answer is refused.
+	if again, err := e.cmd(e.s, alice, "ask", sid, "complete", answer); err != nil || again.AttrValue("status") != "completed" {
+		t.Fatalf("re-submitted answer: %v %v", again, err)
+	}
+	if _, err := e.cmd(e.s, alice, "ask", sid, "complete", map[string]string{StageVar: stage, "unit": "C"}); !isCond(err, agentproto.CondConflict) {
+		t.Fatalf("another answer: %v", err)
+	}
+
+	sid = e.start("wait", map[string]string{})
+	e.untilOn(e.s, alice, "wait", sid, func(r *xmltree.Element) bool { return strings.Contains(noteOf(r, "info"), "running") })
+	c, err := e.cmd(e.s, alice, "wait", sid, "cancel", nil)
+	if err != nil || c.AttrValue("status") != "canceled" {
+		t.Fatalf("cancel: %v %v", c, err)
+	}
+	r = e.untilOn(e.s, alice, "wait", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "canceled" })
+	if !strings.Contains(noteOf(r, "info"), "was cancelled") {
+		t.Fatalf("cancelled stage: %s", r)
+	}
 }
 
 func appCondition(err error) string {
@@ -176,7 +274,7 @@ func isCond(err error, c agentproto.Condition) bool {
 
 func TestNotRunnableOrNotInvocable(t *testing.T) {
 	e := newEnv(t)
-	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 1 {
+	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 4 {
 		t.Fatalf("alice's commands: %s", q)
 	}
 	e.pol.Revoke(bob, weather)

@@ -191,7 +191,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetReferenceChecker(g.Engine)
 
-	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Engine: g.Engine, Log: log,
+	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Log: log,
+		Engine:   observedAdhoc{Engine: g.Engine, obs: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}},
 		Runnable: func(ep string) bool { _, ok := g.backend(ep); return ok }})
 	g.Adhoc.Register(g.Router)
 	g.Catalog = catalogpush.New(catalogpush.Deps{Domain: g.domain, Reader: g.Registry, Policy: g.Policy, Sender: g.Component, Log: log})

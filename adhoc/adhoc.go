@@ -58,6 +58,9 @@ type Deps struct {
 	// Runnable tells whether an endpoint has a backend that runs tasks;
 	// endpoints without one advertise and list no commands. nil means all.
 	Runnable func(endpoint string) bool
+	// Progress, fed with every committed event, makes refreshes cheap;
+	// nil reads the task's events on each refresh.
+	Progress *ProgressCache
 	// MaxPending bounds the first-stage sessions held in memory (default
 	// 10000); PendingTTL is how long one waits for its submission
 	// (default 1h).

@@ -3,7 +3,6 @@ package adhoc
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,34 +109,8 @@ func (s *Service) render(ctx context.Context, caller, ep, node, sid string, snap
 // progressText is the "executing" note: the state and the last progress.
 func (s *Service) progressText(ctx context.Context, snap *tasks.Snapshot) string {
 	text := "Task " + snap.TaskID + " is " + stateText(snap.State) + "."
-	evs, err := s.d.Engine.Events(ctx, snap.TaskID)
-	if err != nil {
-		return text
-	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type != agentproto.EventProgress {
-			continue
-		}
-		var p struct {
-			Percent *float64 `json:"percent"`
-			Stage   string   `json:"stage"`
-			Message string   `json:"message"`
-		}
-		if json.Unmarshal(evs[i].Payload, &p) != nil {
-			break
-		}
-		var parts []string
-		if p.Percent != nil {
-			parts = append(parts, strconv.FormatFloat(math.Round(*p.Percent*10)/10, 'f', -1, 64)+"%")
-		}
-		if p.Stage != "" {
-			parts = append(parts, p.Stage)
-		}
-		if p.Message != "" {
-			parts = append(parts, p.Message)
-		}
-		text += " Progress: " + strings.Join(parts, " — ") + "."
-		break
+	if p := s.lastProgress(ctx, snap.TaskID); p != "" {
+		text += " Progress: " + p + "."
 	}
 	return text + " Send next to refresh, or cancel."
 }

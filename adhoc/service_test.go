@@ -33,6 +33,8 @@ type env struct {
 	dir *taskstest.Directory
 	pol *taskstest.Policy
 	s   *Service
+
+	progress *ProgressCache
 }
 
 func newEnv(t *testing.T) *env {
@@ -47,7 +49,7 @@ func newEnv(t *testing.T) *env {
 	ext := directory.ToolExt{SupportsCancellation: true, SupportsInput: true}
 	dir.Add(taskstest.Manifest(weather, "1", taskstest.ToolSpec{Name: "echo",
 		InputSchema: `{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`},
-		taskstest.ToolSpec{Name: "fail"}, taskstest.ToolSpec{Name: "ask", Ext: ext}, taskstest.ToolSpec{Name: "wait", Ext: ext}), true)
+		taskstest.ToolSpec{Name: "fail"}, taskstest.ToolSpec{Name: "ask", Ext: ext}, taskstest.ToolSpec{Name: "wait", Ext: ext}, taskstest.ToolSpec{Name: "slow", Ext: ext}), true)
 	pol := taskstest.NewPolicy([2]string{alice, weather}, [2]string{bob, weather})
 	backend := taskstest.New(tasks.Features{Cancel: true, Input: true})
 	backend.Script("fail", taskstest.Step{Fail: &tasks.Failure{Code: "com.example:broken", Message: "The widget broke."}})
@@ -62,8 +64,11 @@ func newEnv(t *testing.T) *env {
 	}})
 	reason := "stopped"
 	backend.Script("wait", taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: &reason})
+	backend.Script("slow", taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(40), Stage: "fetch", Message: "2 of 5"}},
+		taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: &reason})
+	progress := NewProgressCache(0)
 	eng, err := tasks.New(tasks.Config{Driver: tasksqlite.New(db), Directory: dir, Policy: pol,
-		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }})
+		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }, Notifier: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,13 +76,13 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	e := &env{t: t, eng: eng, dir: dir, pol: pol}
+	e := &env{t: t, eng: eng, dir: dir, pol: pol, progress: progress}
 	e.s = e.service()
 	return e
 }
 
 func (e *env) service() *Service {
-	return New(Deps{Reader: e.dir, Policy: e.pol, Engine: e.eng})
+	return New(Deps{Reader: e.dir, Policy: e.pol, Engine: e.eng, Progress: e.progress})
 }
 
 // cmd sends one command stage as from; fields are submitted when non-nil.
@@ -274,7 +279,7 @@ func isCond(err error, c agentproto.Condition) bool {
 
 func TestNotRunnableOrNotInvocable(t *testing.T) {
 	e := newEnv(t)
-	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 4 {
+	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 5 {
 		t.Fatalf("alice's commands: %s", q)
 	}
 	e.pol.Revoke(bob, weather)
@@ -296,5 +301,49 @@ func TestNotRunnableOrNotInvocable(t *testing.T) {
 	}
 	if _, err := e.cmd(e.s, alice, "echo", "", "fly", nil); appCondition(err) != "malformed-action" {
 		t.Fatalf("bad action: %v", err)
+	}
+}
+
+// Progress notes come from the cache fed by the engine's events, and,
+// without it (a restart), once from the stored events.
+func TestProgressNotes(t *testing.T) {
+	e := newEnv(t)
+	sid := e.start("slow", map[string]string{})
+	want := "Progress: 40% — fetch — 2 of 5."
+	e.untilOn(e.s, alice, "slow", sid, func(r *xmltree.Element) bool { return strings.Contains(noteOf(r, "info"), want) })
+	if _, ok := e.progress.get(taskNote(t, e.untilOn(e.s, alice, "slow", sid, func(*xmltree.Element) bool { return true }))); !ok {
+		t.Fatal("the progress cache has no entry for the running task")
+	}
+	cold := New(Deps{Reader: e.dir, Policy: e.pol, Engine: e.eng})
+	if r, err := e.cmd(cold, alice, "slow", sid, "next", nil); err != nil || !strings.Contains(noteOf(r, "info"), want) {
+		t.Fatalf("from the stored events: %v %v", r, err)
+	}
+	if _, err := e.cmd(e.s, alice, "slow", sid, "cancel", nil); err != nil {
+		t.Fatal(err)
+	}
+	e.untilOn(e.s, alice, "slow", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "canceled" })
+}
+
+func TestProgressCacheBound(t *testing.T) {
+	c := NewProgressCache(2)
+	ev := func(id string, typ agentproto.EventType, p string) tasks.Event {
+		return tasks.Event{TaskID: id, Type: typ, Payload: []byte(p)}
+	}
+	c.Notify(ev("a", agentproto.EventProgress, `{"percent":10}`))
+	c.Notify(ev("b", agentproto.EventProgress, `{"stage":"x"}`))
+	c.Notify(ev("c", agentproto.EventProgress, `{"message":"m"}`))
+	if _, ok := c.get("a"); ok {
+		t.Error("the oldest entry survived the bound")
+	}
+	if v, _ := c.get("b"); v != "x" {
+		t.Errorf("b = %q", v)
+	}
+	c.Notify(ev("b", agentproto.EventCompleted, `{}`))
+	if _, ok := c.get("b"); ok {
+		t.Error("a settled task is still cached")
+	}
+	c.put("c", "stale", false)
+	if v, _ := c.get("c"); v != "m" {
+		t.Errorf("a stored value overwrote a newer event: %q", v)
 	}
 }

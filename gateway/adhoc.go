@@ -17,3 +17,12 @@ type observedAdhoc struct {
 func (o observedAdhoc) Admit(ctx context.Context, inv tasks.Invocation) (tasks.Accepted, error) {
 	return o.obs.Admit(ctx, inv)
 }
+
+// teeNotifier hands every committed event to both notifiers (the XMPP
+// events and the ad-hoc commands' progress cache).
+type teeNotifier struct{ a, b tasks.Notifier }
+
+func (t teeNotifier) Notify(ev tasks.Event) {
+	t.a.Notify(ev)
+	t.b.Notify(ev)
+}

@@ -160,13 +160,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Metrics = metrics.New()
 	starts := &startTimes{}
+	progress := adhoc.NewProgressCache(0)
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
 	g.Engine, err = tasks.New(tasks.Config{
 		Driver:         tasksqlite.New(g.DB),
 		Directory:      g.Registry,
 		Policy:         g.Policy,
 		Backends:       g.backend,
-		Notifier:       observedNotifier{next: notifier, m: g.Metrics, starts: starts},
+		Notifier:       teeNotifier{observedNotifier{next: notifier, m: g.Metrics, starts: starts}, progress},
 		Clock:          g.opts.Clock,
 		Log:            log,
 		ReplayWindow:   time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,
@@ -191,7 +192,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetReferenceChecker(g.Engine)
 
-	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Log: log,
+	g.Adhoc = adhoc.New(adhoc.Deps{Reader: g.Registry, Policy: g.Policy, Log: log, Progress: progress,
 		Engine:   observedAdhoc{Engine: g.Engine, obs: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}},
 		Runnable: func(ep string) bool { _, ok := g.backend(ep); return ok }})
 	g.Adhoc.Register(g.Router)

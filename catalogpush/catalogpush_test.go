@@ -48,7 +48,9 @@ func (policy) CanSee(p, ep string) bool {
 
 type presence struct{ changed []string }
 
-func (p *presence) CatalogChanged(ep string, _ func(string, string) bool) { p.changed = append(p.changed, ep) }
+func (p *presence) CatalogChanged(ep string, _ func(string, string) bool) {
+	p.changed = append(p.changed, ep)
+}
 
 func manifest(local, version string) []byte {
 	return []byte(`{"agent":{"jid":"` + local + `@agents.example","name":"` + local + `","version":"` + version + `"},"manifestSpecVersion":"0","tools":[]}`)

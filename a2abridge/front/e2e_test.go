@@ -1,0 +1,372 @@
+package front_test
+
+// End-to-end proof of `agentgw a2a` with real parts only: the official A2A
+// JS SDK (@a2a-js/sdk, its v0.3 JSON-RPC transport, testdata/a2a/client.mjs)
+// talks to a built `agentgw a2a`, which logs into a private Prosody and
+// calls a running agentgw gateway whose agents are scripted
+// (internal/gatewaytest) or backed by server-everything over MCP.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/internal/gatewaytest"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/tasks/taskstest"
+)
+
+const (
+	pwEnv     = "A2AFRONT_TEST_PASSWORD"
+	bearerEnv = "A2AFRONT_TEST_BEARER"
+	bearer    = "a2a-test-bearer-7f3c9e"
+)
+
+type e2e struct {
+	env        *gatewaytest.Env
+	bin        string
+	node, root string
+	base       string
+	weather    *taskstest.Executor
+}
+
+func nodeTools(tb testing.TB) (node, root string) {
+	tb.Helper()
+	root, err := xmppharness.ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	node, err = exec.LookPath("node")
+	var missing []string
+	if err != nil {
+		missing = append(missing, "node")
+	}
+	for _, p := range []string{"@a2a-js/sdk", "@modelcontextprotocol/server-everything"} {
+		if _, err := os.Stat(filepath.Join(root, "node_modules", p, "package.json")); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		if xmppharness.InCI() {
+			tb.Fatalf("missing %v (npm ci at the module root)", missing)
+		}
+		tb.Skipf("missing %v; run npm ci at the module root", missing)
+	}
+	return node, root
+}
+
+// start runs a gateway with the scripted "weather" agent and, with
+// everything, server-everything as "everything"; then `agentgw a2a` as
+// alice.
+func start(tb testing.TB, everything bool) *e2e {
+	tb.Helper()
+	node, root := nodeTools(tb)
+	weather := gatewaytest.DefaultExecutor()
+	opts := gatewaytest.Options{Agents: []gatewaytest.Agent{{Localpart: "weather", Executor: weather}}, Users: []string{"alice"}}
+	if everything {
+		srv := xmppharness.StartProsody(tb, xmppharness.ProsodyOptions{})
+		opts.Server = srv
+		entry := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+		opts.TOML = fmt.Sprintf("[[agents]]\njid = %q\n[agents.mcp]\ncommand = [%q, %q, \"stdio\"]\n", "everything@"+srv.ComponentDomain, node, entry)
+	}
+	x := &e2e{env: gatewaytest.Start(tb, opts), bin: gatewaytest.Binary(tb), node: node, root: root, weather: weather}
+	x.base = x.startA2A(tb)
+	return x
+}
+
+func (x *e2e) startA2A(tb testing.TB) string {
+	tb.Helper()
+	s := x.env.Server
+	cmd := exec.Command(x.bin, "a2a", "--jid", x.env.JID("alice"), "--password-env", pwEnv, "--server", s.C2SAddr, "--ca-file", s.CAFile,
+		"--gateway", x.env.Domain, "--http", "127.0.0.1:0", "--bearer-env", bearerEnv, "--refresh", "1s", "--cancel-wait", "5s")
+	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice", bearerEnv+"="+bearer)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			tb.Errorf("agentgw a2a did not exit on SIGTERM")
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(line, bearer) {
+				tb.Errorf("agentgw a2a printed the bearer token: %q", line)
+			}
+			tb.Log("agentgw a2a: " + line)
+			if i := strings.Index(line, "serving A2A on "); i >= 0 {
+				u := strings.TrimSuffix(strings.Fields(line[i+len("serving A2A on "):])[0], "/agents")
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return u
+	case <-time.After(60 * time.Second):
+		tb.Fatal("agentgw a2a did not start")
+	}
+	return ""
+}
+
+type part struct {
+	Kind     string         `json:"kind"`
+	Value    any            `json:"value"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+type task struct {
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	State     string `json:"state"`
+	Message   []part `json:"message"`
+	Artifacts []struct {
+		ID    string `json:"id"`
+		Parts []part `json:"parts"`
+	} `json:"artifacts"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+type event struct {
+	Kind    string  `json:"kind"`
+	ID      string  `json:"id"`
+	TaskID  string  `json:"taskId"`
+	State   string  `json:"state"`
+	Message []part  `json:"message"`
+	Parts   []part  `json:"parts"`
+	AtMs    float64 `json:"atMs"`
+}
+
+type step struct {
+	Op     string          `json:"op"`
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+	Task   *task           `json:"task"`
+	Events []event         `json:"events"`
+	TaskID string          `json:"taskId"`
+	Error  *struct {
+		Message string `json:"message"`
+		Code    any    `json:"code"`
+	} `json:"error"`
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+func (x *e2e) run(tb testing.TB, steps ...map[string]any) []step {
+	tb.Helper()
+	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "steps": steps})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, x.node, filepath.Join(x.root, "testdata", "a2a", "client.mjs"), string(plan))
+	cmd.Dir = x.root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var res struct {
+		Steps []step `json:"steps"`
+		Fatal *struct {
+			Message string `json:"message"`
+		} `json:"fatal"`
+	}
+	if jerr := json.Unmarshal(out, &res); jerr != nil {
+		tb.Fatalf("client.mjs: %v; output %q\nstderr:\n%s", err, out, stderr.String())
+	}
+	if res.Fatal != nil {
+		tb.Fatalf("client.mjs failed: %s\nstderr:\n%s", res.Fatal.Message, stderr.String())
+	}
+	return res.Steps
+}
+
+func text(ps []part) string {
+	var b []string
+	for _, p := range ps {
+		if p.Kind == "text" {
+			s, _ := p.Value.(string)
+			b = append(b, s)
+		}
+	}
+	return strings.Join(b, "\n")
+}
+
+func states(evs []event) []string {
+	var out []string
+	for _, e := range evs {
+		switch e.Kind {
+		case "task", "status":
+			out = append(out, e.State)
+		case "artifact":
+			out = append(out, "artifact")
+		}
+	}
+	return out
+}
+
+func noError(tb testing.TB, s step) {
+	tb.Helper()
+	if s.Error != nil {
+		tb.Fatalf("%s: %s (code %v)", s.Op, s.Error.Message, s.Error.Code)
+	}
+}
+
+func TestA2AFrontScripted(t *testing.T) {
+	x := start(t, false)
+	weather := "weather@" + x.env.Domain
+	steps := x.run(t,
+		map[string]any{"op": "agents"},
+		map[string]any{"op": "card", "jid": weather},
+		map[string]any{"op": "send", "jid": weather, "skill": "echo", "data": map[string]any{"message": "hi from A2A"}, "messageId": "m-echo-1"},
+		map[string]any{"op": "send", "jid": weather, "skill": "echo", "data": map[string]any{"message": "hi from A2A"}, "messageId": "m-echo-1"},
+		map[string]any{"op": "stream", "jid": weather, "skill": "slow", "data": map[string]any{}},
+		map[string]any{"op": "stream", "jid": weather, "skill": "ask", "data": map[string]any{}},
+		map[string]any{"op": "stream", "jid": weather, "taskOf": 5, "data": map[string]any{"unit": "F"}},
+		map[string]any{"op": "get", "jid": weather, "taskOf": 5},
+		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false},
+		map[string]any{"op": "cancel", "jid": weather, "taskOf": 8},
+		map[string]any{"op": "send", "jid": weather, "skill": "fail", "data": map[string]any{}},
+		map[string]any{"op": "card", "jid": "nobody@" + x.env.Domain},
+	)
+	for _, s := range steps[:11] {
+		noError(t, s)
+	}
+
+	// The card list and one card: skills from tools, schemas and the pin in
+	// the extension.
+	var list struct {
+		Agents []struct {
+			Name string `json:"name"`
+			URL  string `json:"url"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal(steps[0].Body, &list); err != nil || len(list.Agents) == 0 {
+		t.Fatalf("agents: %s", steps[0].Body)
+	}
+	var card struct {
+		URL             string `json:"url"`
+		ProtocolVersion string `json:"protocolVersion"`
+		Skills          []struct {
+			ID string `json:"id"`
+		} `json:"skills"`
+		Capabilities struct {
+			Streaming  bool `json:"streaming"`
+			Extensions []struct {
+				URI    string         `json:"uri"`
+				Params map[string]any `json:"params"`
+			} `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(steps[1].Body, &card); err != nil {
+		t.Fatalf("card: %v %s", err, steps[1].Body)
+	}
+	skills := map[string]bool{}
+	for _, s := range card.Skills {
+		skills[s.ID] = true
+	}
+	if card.ProtocolVersion != "0.3.0" || !card.Capabilities.Streaming || !skills["echo"] || !skills["ask"] || !strings.HasSuffix(card.URL, "/agents/"+weather) {
+		t.Errorf("card: %s", steps[1].Body)
+	}
+	if len(card.Capabilities.Extensions) != 1 || card.Capabilities.Extensions[0].Params["jid"] != weather || card.Capabilities.Extensions[0].Params["manifestHash"] == "" {
+		t.Errorf("card extension: %+v", card.Capabilities.Extensions)
+	}
+	if sk, _ := card.Capabilities.Extensions[0].Params["skills"].(map[string]any); sk["echo"] == nil {
+		t.Errorf("no echo schema in the extension: %v", card.Capabilities.Extensions[0].Params)
+	}
+
+	// message/send blocks to completion; the same messageId is the same task.
+	e1, e2 := steps[2].Task, steps[3].Task
+	if e1 == nil || e1.State != "TASK_STATE_COMPLETED" || len(e1.Artifacts) != 1 || !strings.Contains(fmt.Sprint(e1.Artifacts[0].Parts), "hi from A2A") {
+		t.Errorf("echo: %+v", e1)
+	}
+	if e2 == nil || e2.ID != e1.ID {
+		t.Errorf("retried messageId made another task: %v vs %v", e1.ID, e2)
+	}
+	countEcho := 0
+	for _, ex := range x.weather.Calls() {
+		if ex.Tool == "echo" {
+			countEcho++
+		}
+	}
+	if countEcho != 1 {
+		t.Errorf("echo executed %d times, want 1", countEcho)
+	}
+
+	// message/stream: submitted/working, progress, the artifact, completed.
+	slow := steps[4].Events
+	st := states(slow)
+	if len(st) < 5 || st[len(st)-1] != "TASK_STATE_COMPLETED" || st[len(st)-2] != "artifact" {
+		t.Errorf("slow stream states %v", st)
+	}
+	progress := 0
+	for _, e := range slow {
+		if e.Kind == "status" && e.State == "TASK_STATE_WORKING" && strings.Contains(text(e.Message), "%") {
+			progress++
+		}
+	}
+	if progress != 3 {
+		t.Errorf("slow stream had %d progress updates, want 3: %+v", progress, slow)
+	}
+
+	// input-required carries the question; the follow-up message answers it.
+	ask := steps[5].Events
+	if last := ask[len(ask)-1]; last.State != "TASK_STATE_INPUT_REQUIRED" || !strings.Contains(text(last.Message), "Which unit?") {
+		t.Errorf("ask stream ended %+v", last)
+	}
+	ans := states(steps[6].Events)
+	if len(ans) == 0 || ans[len(ans)-1] != "TASK_STATE_COMPLETED" {
+		t.Errorf("answer stream %v", ans)
+	}
+	if g := steps[7].Task; g == nil || g.State != "TASK_STATE_COMPLETED" || len(g.Artifacts) != 1 {
+		t.Errorf("get after answer: %+v", steps[7].Task)
+	}
+
+	// Non-blocking send returns at once; cancel settles it.
+	if w := steps[8].Task; w == nil || (w.State != "TASK_STATE_SUBMITTED" && w.State != "TASK_STATE_WORKING") {
+		t.Errorf("non-blocking send: %+v", steps[8].Task)
+	}
+	if c := steps[9].Task; c == nil || c.State != "TASK_STATE_CANCELED" {
+		t.Errorf("cancel: %+v", steps[9].Task)
+	}
+	// A failure keeps its code in the status message.
+	if f := steps[10].Task; f == nil || f.State != "TASK_STATE_FAILED" || !strings.Contains(text(f.Message), "com.example:broken") {
+		t.Errorf("fail: %+v", steps[10].Task)
+	}
+	if steps[11].Status != 404 {
+		t.Errorf("unknown agent's card: %d", steps[11].Status)
+	}
+
+	// tasks/get from a new client process (a reconnect) reads XMPP state.
+	again := x.run(t, map[string]any{"op": "get", "jid": weather, "taskId": e1.ID})
+	if g := again[0].Task; g == nil || g.State != "TASK_STATE_COMPLETED" {
+		t.Errorf("get after reconnect: %+v", again[0])
+	}
+	ep := jid.MustParse(weather)
+	if st, err := x.env.Dial("alice").State(context.Background(), ep, e1.ID); err != nil || st.State != "completed" {
+		t.Errorf("the A2A task is not the XMPP task: %v %v", st, err)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -369,4 +371,137 @@ func TestA2AFrontScripted(t *testing.T) {
 	if st, err := x.env.Dial("alice").State(context.Background(), ep, e1.ID); err != nil || st.State != "completed" {
 		t.Errorf("the A2A task is not the XMPP task: %v %v", st, err)
 	}
+}
+
+// The chain JS A2A client → agentgw a2a → Prosody → gateway →
+// server-everything: echo, a long-running tool's progress as status
+// updates, an elicitation answered through input-required, and cancel of a
+// running stream's task.
+func TestA2AFrontServerEverything(t *testing.T) {
+	x := start(t, true)
+	ev := "everything@" + x.env.Domain
+	content := map[string]any{
+		"name": "Ada Lovelace", "check": true, "email": "ada@example.test", "integer": 7,
+		"untitledSingleSelectEnum": "Rachel", "untitledMultipleSelectEnum": []any{"Piano"},
+		"titledSingleSelectEnum": "hero-2", "titledMultipleSelectEnum": []any{"fish-3"}, "legacyTitledEnum": "pet-2",
+	}
+	steps := x.run(t,
+		map[string]any{"op": "send", "jid": ev, "skill": "echo", "text": "through the A2A chain"},
+		map[string]any{"op": "stream", "jid": ev, "skill": "trigger-long-running-operation", "data": map[string]any{"duration": 2, "steps": 4}},
+		map[string]any{"op": "stream", "jid": ev, "skill": "trigger-elicitation-request", "data": map[string]any{}},
+		map[string]any{"op": "stream", "jid": ev, "taskOf": 2, "data": content},
+		map[string]any{"op": "stream", "jid": ev, "skill": "trigger-long-running-operation", "data": map[string]any{"duration": 60, "steps": 60}, "stopAfter": 4},
+		map[string]any{"op": "cancel", "jid": ev, "taskOf": 4},
+	)
+	for _, s := range steps {
+		noError(t, s)
+	}
+	if e := steps[0].Task; e == nil || e.State != "TASK_STATE_COMPLETED" || !strings.Contains(fmt.Sprint(e.Artifacts), "Echo: through the A2A chain") {
+		t.Errorf("echo (text part to the tool's one string argument): %+v", steps[0].Task)
+	}
+	long := steps[1].Events
+	working := 0
+	for _, e := range long {
+		if e.Kind == "status" && e.State == "TASK_STATE_WORKING" && strings.Contains(text(e.Message), "%") {
+			working++
+		}
+	}
+	if st := states(long); working < 3 || st[len(st)-1] != "TASK_STATE_COMPLETED" {
+		t.Errorf("long-running: %d progress updates, states %v", working, st)
+	}
+	el := steps[2].Events
+	last := el[len(el)-1]
+	if last.State != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("elicitation stream ended %+v", last)
+	}
+	var schemaSeen bool
+	for _, p := range last.Message {
+		if p.Kind == "data" {
+			d, _ := p.Value.(map[string]any)
+			_, schemaSeen = d["inputSchema"].(map[string]any)
+		}
+	}
+	if !schemaSeen {
+		t.Errorf("input-required carries no inputSchema: %+v", last.Message)
+	}
+	ans := steps[3].Events
+	if st := states(ans); st[len(st)-1] != "TASK_STATE_COMPLETED" || !strings.Contains(fmt.Sprint(ans), "Ada Lovelace") {
+		t.Errorf("elicitation answered: %v %+v", st, ans)
+	}
+	if c := steps[5].Task; c == nil || c.State != "TASK_STATE_CANCELED" {
+		t.Errorf("cancel of a running long operation: %+v", steps[5].Task)
+	}
+}
+
+// Hostile and malformed requests get clear errors, and none reflects its
+// payload.
+func TestA2AFrontHostileInput(t *testing.T) {
+	x := start(t, false)
+	weather := "weather@" + x.env.Domain
+	post := func(token, body string) (int, string) {
+		req, _ := http.NewRequest("POST", x.base+"/agents/"+weather, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	send := func(msg string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":` + msg + `}}`
+	}
+	const marker = "<script>EVIL-MARKER</script>"
+	for name, c := range map[string]struct {
+		token, body string
+		status      int
+		want        string
+	}{
+		"no bearer":      {"", send(`{}`), 401, "unauthorized"},
+		"wrong bearer":   {"nope", send(`{}`), 401, "unauthorized"},
+		"not JSON":       {bearer, `{"jsonrpc":` + marker, 200, `"code":-32700`},
+		"not JSON-RPC":   {bearer, `{"jsonrpc":"1.0","id":1,"method":"message/send"}`, 200, `"code":-32600`},
+		"unknown method": {bearer, `{"jsonrpc":"2.0","id":1,"method":"` + marker + `"}`, 200, `"code":-32601`},
+		"unknown part kind": {bearer, send(`{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"` + marker + `","x":1}]}`),
+			200, `"code":-32`},
+		"agent role": {bearer, send(`{"kind":"message","messageId":"m2","role":"agent","parts":[{"kind":"text","text":"hi"}]}`), 200, `"code":-32602`},
+		"no parts":   {bearer, send(`{"kind":"message","messageId":"m3","role":"user","parts":[]}`), 200, `"code":-32602`},
+		"unknown skill": {bearer, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m4","role":"user","parts":[{"kind":"text","text":"hi"}],"metadata":{"agentgw/skill":"` + marker + `"}}}}`,
+			200, `"code":-32602`},
+		"oversized": {bearer, send(`{"kind":"message","messageId":"m5","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("A", 2<<20) + `"}]}`), 200, `larger than 1048576 bytes`},
+		"bad args": {bearer, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m6","role":"user","parts":[{"kind":"data","data":{"message":42}}],"metadata":{"agentgw/skill":"echo"}}}}`,
+			200, `"code":-32602`},
+		"unknown task":    {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-18ed492c73f0d1a5LOr5nErftYIZE4vTPGJf2x"}}`, 200, `"code":-32001`},
+		"invalid task id": {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-` + marker + `"}}`, 200, `"code":-32602`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, body := post(c.token, c.body)
+			if status != c.status || !strings.Contains(body, c.want) {
+				t.Errorf("%d %s, want %d containing %s", status, a2amapBound(body), c.status, c.want)
+			}
+			if strings.Contains(body, "EVIL-MARKER") {
+				t.Errorf("payload reflected: %s", a2amapBound(body))
+			}
+		})
+	}
+	// The card endpoints need the token too.
+	resp, err := http.Get(x.base + "/agents/" + weather + "/.well-known/agent-card.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("card without token: %d", resp.StatusCode)
+	}
+}
+
+func a2amapBound(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "…"
+	}
+	return s
 }

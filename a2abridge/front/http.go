@@ -1,13 +1,17 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"mellium.im/xmpp/jid"
 
@@ -58,10 +62,65 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			http.NotFound(w, r)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBytes)
+		body, ok := f.screen(w, r)
+		if !ok {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		a2asrv.NewJSONRPCHandler(handler{f: f, bare: bare}).ServeHTTP(w, r)
 	})
 	return httpauth.Bearer(bearer, "agentgw-a2a", mux), nil
+}
+
+// screen reads the bounded body and rejects what the SDK would answer
+// with an error quoting the input (its parse errors name unknown part
+// kinds and fields verbatim): the front never reflects a payload.
+func (f *Front) screen(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		rpcError(w, nil, -32600, fmt.Sprintf("invalid request: larger than %d bytes", f.opts.MaxRequestBytes))
+		return nil, false
+	case err != nil:
+		rpcError(w, nil, -32700, "parse error: the body could not be read")
+		return nil, false
+	}
+	var req struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		rpcError(w, nil, -32700, "parse error: the body is not a JSON-RPC request object")
+		return nil, false
+	}
+	var id any
+	if json.Unmarshal(req.ID, &id) != nil {
+		id = nil
+	}
+	if s, ok := id.(string); ok && len(s) > 128 {
+		rpcError(w, nil, -32600, "invalid request: id longer than 128 bytes")
+		return nil, false
+	}
+	if req.JSONRPC != "2.0" {
+		rpcError(w, id, -32600, "invalid request: jsonrpc must be \"2.0\"")
+		return nil, false
+	}
+	if req.Method == "message/send" || req.Method == "message/stream" {
+		var p a2a.MessageSendParams
+		if json.Unmarshal(req.Params, &p) != nil {
+			rpcError(w, id, -32602, "invalid params: not an A2A 0.3 MessageSendParams (unknown part kind or wrong field type)")
+			return nil, false
+		}
+	}
+	return body, true
+}
+
+// rpcError writes a JSON-RPC error with a fixed, safe message.
+func rpcError(w http.ResponseWriter, id any, code int, msg string) {
+	writeJSON(w, map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 }
 
 // agentJID is the bare JID in the path, or false when it is not one.

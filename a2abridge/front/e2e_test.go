@@ -23,6 +23,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/gatewaytest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks/taskstest"
@@ -71,10 +72,14 @@ func nodeTools(tb testing.TB) (node, root string) {
 // everything, server-everything as "everything"; then `agentgw a2a` as
 // alice.
 func start(tb testing.TB, everything bool) *e2e {
+	return startWith(tb, everything, nil)
+}
+
+func startWith(tb testing.TB, everything bool, mutate func(*config.Config)) *e2e {
 	tb.Helper()
 	node, root := nodeTools(tb)
 	weather := gatewaytest.DefaultExecutor()
-	opts := gatewaytest.Options{Agents: []gatewaytest.Agent{{Localpart: "weather", Executor: weather}}, Users: []string{"alice"}}
+	opts := gatewaytest.Options{Agents: []gatewaytest.Agent{{Localpart: "weather", Executor: weather}}, Users: []string{"alice"}, Mutate: mutate}
 	if everything {
 		srv := xmppharness.StartProsody(tb, xmppharness.ProsodyOptions{})
 		opts.Server = srv
@@ -362,10 +367,27 @@ func TestA2AFrontScripted(t *testing.T) {
 		t.Errorf("unknown agent's card: %d", steps[11].Status)
 	}
 
-	// tasks/get from a new client process (a reconnect) reads XMPP state.
-	again := x.run(t, map[string]any{"op": "get", "jid": weather, "taskId": e1.ID})
+	// From a new client process (a reconnect): tasks/get reads XMPP
+	// state, and resubscribe to a running task streams it from its
+	// current state until it settles.
+	again := x.run(t,
+		map[string]any{"op": "get", "jid": weather, "taskId": e1.ID},
+		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false},
+	)
 	if g := again[0].Task; g == nil || g.State != "TASK_STATE_COMPLETED" {
 		t.Errorf("get after reconnect: %+v", again[0])
+	}
+	waitID := again[1].Task.ID
+	resub := make(chan []step, 1)
+	go func() {
+		resub <- x.run(t, map[string]any{"op": "resubscribe", "jid": weather, "taskId": waitID})
+	}()
+	time.Sleep(time.Second) // let the resubscription start before the cancel
+	x.run(t, map[string]any{"op": "cancel", "jid": weather, "taskId": waitID})
+	rs := <-resub
+	noError(t, rs[0])
+	if st := states(rs[0].Events); len(st) < 2 || st[0] != "TASK_STATE_WORKING" || st[len(st)-1] != "TASK_STATE_CANCELED" {
+		t.Errorf("resubscribe to a running task: %v", st)
 	}
 	ep := jid.MustParse(weather)
 	if st, err := x.env.Dial("alice").State(context.Background(), ep, e1.ID); err != nil || st.State != "completed" {
@@ -504,4 +526,54 @@ func a2amapBound(s string) string {
 		return s[:400] + "…"
 	}
 	return s
+}
+
+// BenchmarkA2AEchoVsMCP measures server-everything's echo through the whole
+// chain from the two official JS SDKs, in the same run: A2A client →
+// agentgw a2a → Prosody → gateway → server-everything, beside MCP client →
+// agentgw mcp → the same. Run with -benchtime=1x; each path makes n calls
+// inside node and reports percentiles in milliseconds.
+func BenchmarkA2AEchoVsMCP(b *testing.B) {
+	x := startWith(b, true, func(c *config.Config) {
+		c.Federation.InvokePerSecond, c.Federation.InvokeBurst = 1e6, 1e6
+	})
+	ev := "everything@" + x.env.Domain
+	n := 300
+	if b.N > n {
+		n = b.N
+	}
+	b.ResetTimer()
+	a2a := x.run(b, map[string]any{"op": "bench", "jid": ev, "skill": "echo", "text": "hello", "n": n, "warmup": 30})[0]
+	// The MCP front's client (testdata/mcpfront/client.mjs) on the same gateway.
+	s := x.env.Server
+	plan, _ := json.Marshal(map[string]any{
+		"transport": "stdio", "command": x.bin,
+		"args":  []string{"mcp", "--jid", x.env.JID("alice"), "--password-env", pwEnv, "--server", s.C2SAddr, "--ca-file", s.CAFile, "--gateway", x.env.Domain},
+		"env":   map[string]string{pwEnv: gatewaytest.Password + "alice"},
+		"steps": []any{map[string]any{"op": "bench", "tool": "everything.echo", "args": map[string]any{"message": "hello"}, "n": n, "warmup": 30}},
+	})
+	cmd := exec.Command(x.node, filepath.Join(x.root, "testdata", "mcpfront", "client.mjs"), string(plan))
+	cmd.Dir = x.root
+	out, err := cmd.Output()
+	var mcp struct {
+		Steps []struct {
+			N        int
+			P50, P99 float64
+		} `json:"steps"`
+	}
+	if jerr := json.Unmarshal(out, &mcp); err != nil || jerr != nil || len(mcp.Steps) != 1 || mcp.Steps[0].N == 0 {
+		b.Fatalf("mcp client: %v %v %s", err, jerr, out)
+	}
+	b.StopTimer()
+	if a2a.Error != nil || a2a.N == 0 {
+		b.Fatalf("a2a bench: %+v", a2a)
+	}
+	m := mcp.Steps[0]
+	b.ReportMetric(a2a.P50, "a2a-p50-ms")
+	b.ReportMetric(a2a.P99, "a2a-p99-ms")
+	b.ReportMetric(m.P50, "mcp-p50-ms")
+	b.ReportMetric(m.P99, "mcp-p99-ms")
+	b.ReportMetric(a2a.P50/m.P50, "p50-ratio")
+	b.ReportMetric(a2a.P99/m.P99, "p99-ratio")
+	b.Logf("n=%d a2a p50 %.2f ms p99 %.2f ms; mcp p50 %.2f ms p99 %.2f ms", a2a.N, a2a.P50, a2a.P99, m.P50, m.P99)
 }

@@ -251,10 +251,25 @@ func (h handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a
 		return nil, err
 	}
 	if p.Config == nil || p.Config.Blocking == nil || *p.Config.Blocking {
+		// Build the answer from the stream itself: the final update and
+		// the artifacts, without reading task-state and result again.
 		wctx, cancel := context.WithTimeout(ctx, h.f.opts.BlockingWait)
-		for range h.f.follow(wctx, a, taskID, rev) {
+		defer cancel()
+		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID)}
+		for ev, err := range h.f.follow(wctx, a, taskID, rev) {
+			if err != nil {
+				break
+			}
+			switch v := ev.(type) {
+			case *a2a.TaskArtifactUpdateEvent:
+				t.Artifacts = append(t.Artifacts, v.Artifact)
+			case *a2a.TaskStatusUpdateEvent:
+				if v.Final {
+					t.Status, t.Metadata = v.Status, v.Metadata
+					return t, nil
+				}
+			}
 		}
-		cancel()
 	}
 	return h.f.snapshot(ctx, a, taskID)
 }
@@ -488,6 +503,7 @@ func (f *Front) follow(ctx context.Context, a *agent, taskID string, from int64)
 		status := func(state a2a.TaskState, msg *a2a.Message, final bool) bool {
 			ev := a2a.NewStatusUpdateEvent(info, state, msg)
 			ev.Final = final
+			ev.Metadata = map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": last, "manifestVersion": a.version}}
 			return yield(ev, nil)
 		}
 		for {

@@ -108,6 +108,9 @@ async function run(step) {
       return { task: taskJSON(await transport(step.jid).cancelTask({ tenant: '', id: taskId, metadata: undefined })) };
     case 'bench': {
       const lat = [];
+      for (let i = 0; i < (step.warmup || 0); i++) {
+        await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));
+      }
       for (let i = 0; i < step.n; i++) {
         const t0 = performance.now();
         await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));

@@ -1,10 +1,11 @@
 package backendkit
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentgw/agentgw/internal/ijson"
 )
 
 // ManifestDoc is the manifest a bridge generates, with the members every
@@ -66,12 +67,12 @@ const (
 // returns the manifest bytes.
 func Stamp(doc *ManifestDoc, prefix string, extra ...[]byte) ([]byte, error) {
 	doc.Agent.Version = ""
-	unversioned, err := marshalNoEscape(doc)
+	unversioned, err := ijson.MarshalNoEscape(doc)
 	if err != nil {
 		return nil, err
 	}
 	doc.Agent.Version = VersionPrefix(prefix) + "-" + VersionDigest(append([][]byte{unversioned}, extra...)...)
-	return marshalNoEscape(doc)
+	return ijson.MarshalNoEscape(doc)
 }
 
 // maxVersionPrefix leaves room for "-" and the digest within the 64
@@ -97,21 +98,10 @@ func VersionPrefix(v string) string {
 	return b.String()
 }
 
-// Truncate cuts s to at most max runes, dropping invalid UTF-8.
+// Truncate cuts s to at most max runes, for bounding remote text.
 func Truncate(s string, max int) string {
-	s = strings.ToValidUTF8(s, "")
 	if utf8.RuneCountInString(s) <= max {
 		return s
 	}
 	return string([]rune(s)[:max])
-}
-
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }

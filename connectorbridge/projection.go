@@ -9,56 +9,12 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
 
-// Manifest limits of the spec's normative schema.
-const (
-	maxAgentName        = 128
-	maxAgentTitle       = 256
-	maxAgentDescription = 4096
-	maxVendor           = 256
-	maxImplField        = 128
-	maxToolTitle        = 256
-	maxToolDescription  = 8192
-)
+// maxVendor bounds the agent vendor (the other limits are backendkit's).
+const maxVendor = 256
 
 // MetaKey is the tool _meta member that carries the connector facts of a
 // projected tool.
 const MetaKey = "org.agentgw/xagent-connector"
-
-type manifestDoc struct {
-	ManifestSpecVersion string         `json:"manifestSpecVersion"`
-	Agent               manifestAgent  `json:"agent"`
-	Implementation      *manifestImpl  `json:"implementation,omitempty"`
-	Tools               []manifestTool `json:"tools"`
-}
-
-type manifestAgent struct {
-	JID         string `json:"jid"`
-	Name        string `json:"name"`
-	Title       string `json:"title,omitempty"`
-	Description string `json:"description,omitempty"`
-	Version     string `json:"version"`
-	Vendor      string `json:"vendor,omitempty"`
-}
-
-type manifestImpl struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
-type manifestTool struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Meta         map[string]any  `json:"_meta,omitempty"`
-	Ext          *toolExt        `json:"urn:xmpp:agent-api:0,omitempty"`
-}
-
-type toolExt struct {
-	SupportsProgress     bool `json:"supportsProgress"`
-	SupportsCancellation bool `json:"supportsCancellation"`
-}
 
 // toolMeta is the _meta[MetaKey] object of one tool.
 type toolMeta struct {
@@ -83,20 +39,20 @@ type projection struct {
 // Card, build, Skill or tool availability yields a new version and an
 // unchanged state yields the same one.
 func project(o *Options, card *wire.Card, skill transport.Skill, desc *wire.Descriptor) (*projection, error) {
-	doc := manifestDoc{ManifestSpecVersion: "0", Tools: []manifestTool{}}
+	doc := backendkit.ManifestDoc{ManifestSpecVersion: "0", Tools: []backendkit.ManifestTool{}}
 	doc.Agent.JID = o.Endpoint
 	doc.Agent.Name = firstNonEmpty(o.Name, card.ConnectorCardID)
-	doc.Agent.Name = wire.TruncateRunes(doc.Agent.Name, maxAgentName)
-	doc.Agent.Title = wire.TruncateRunes(firstNonEmpty(o.Title, card.Connector.Name), maxAgentTitle)
+	doc.Agent.Name = wire.TruncateRunes(doc.Agent.Name, backendkit.MaxAgentName)
+	doc.Agent.Title = wire.TruncateRunes(firstNonEmpty(o.Title, card.Connector.Name), backendkit.MaxAgentTitle)
 	doc.Agent.Vendor = wire.TruncateRunes(card.Connector.Vendor, maxVendor)
 	doc.Agent.Description = describe(firstNonEmpty(o.Description, card.Connector.Description), skill)
 	implVersion := card.Connector.Version
 	if card.Build != nil && card.Build.Version != "" {
 		implVersion = card.Build.Version
 	}
-	doc.Implementation = &manifestImpl{
-		Name:    wire.TruncateRunes(card.Connector.Name, maxImplField),
-		Version: wire.TruncateRunes(implVersion, maxImplField),
+	doc.Implementation = &backendkit.ManifestImpl{
+		Name:    wire.TruncateRunes(card.Connector.Name, backendkit.MaxImplField),
+		Version: wire.TruncateRunes(implVersion, backendkit.MaxImplField),
 	}
 
 	avail := desc.AvailableTools()
@@ -115,12 +71,12 @@ func project(o *Options, card *wire.Card, skill transport.Skill, desc *wire.Desc
 		if err != nil {
 			return nil, err
 		}
-		mt := manifestTool{
+		mt := backendkit.ManifestTool{
 			Name:        t.ToolID,
-			Title:       wire.TruncateRunes(t.Title, maxToolTitle),
-			Description: wire.TruncateRunes(t.Description, maxToolDescription),
+			Title:       wire.TruncateRunes(t.Title, backendkit.MaxToolTitle),
+			Description: wire.TruncateRunes(t.Description, backendkit.MaxToolDescription),
 			InputSchema: in,
-			Ext:         &toolExt{SupportsProgress: true, SupportsCancellation: true},
+			Ext:         &backendkit.ToolExt{SupportsProgress: true, SupportsCancellation: true},
 			Meta: map[string]any{MetaKey: toolMeta{
 				ConnectorCardID: card.ConnectorCardID,
 				Profile:         t.Profile,
@@ -135,16 +91,10 @@ func project(o *Options, card *wire.Card, skill transport.Skill, desc *wire.Desc
 		names = append(names, t.ToolID)
 	}
 
-	// Digest the manifest with the version empty, plus the build stamp
-	// and protocol that the manifest does not show; then stamp it.
-	unversioned, err := marshalNoEscape(doc)
-	if err != nil {
-		return nil, err
-	}
+	// The version is the connector's plus the digest of the manifest and
+	// of the build stamp and protocol that the manifest does not show.
 	build, _ := json.Marshal(card.Build)
-	digest := backendkit.VersionDigest(unversioned, build, []byte(card.ProtocolVersion))
-	doc.Agent.Version = versionPrefix(firstNonEmpty(o.Version, card.Connector.Version)) + "-" + digest
-	raw, err := marshalNoEscape(doc)
+	raw, err := backendkit.Stamp(&doc, firstNonEmpty(o.Version, card.Connector.Version), build, []byte(card.ProtocolVersion))
 	if err != nil {
 		return nil, err
 	}
@@ -172,33 +122,10 @@ func describe(desc string, skill transport.Skill) string {
 		}
 		desc += head + ":\n" + strings.TrimSpace(skill.Text)
 	}
-	if len([]rune(desc)) > maxAgentDescription {
-		desc = wire.TruncateRunes(desc, maxAgentDescription-1) + "…"
+	if len([]rune(desc)) > backendkit.MaxAgentDescription {
+		desc = wire.TruncateRunes(desc, backendkit.MaxAgentDescription-1) + "…"
 	}
 	return desc
-}
-
-// maxVersionPrefix leaves room for "-" and the digest within the 64
-// characters of a version.
-const maxVersionPrefix = 64 - 1 - 2*backendkit.DigestBytes
-
-// versionPrefix maps a connector version onto [A-Za-z0-9._~-], leaving
-// room for the digest within 64 characters.
-func versionPrefix(v string) string {
-	var b strings.Builder
-	for i := 0; i < len(v) && b.Len() < maxVersionPrefix; i++ {
-		c := v[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '~', c == '-':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	if b.Len() == 0 {
-		return "0"
-	}
-	return b.String()
 }
 
 // stripChannelArg removes the reserved connector_channel_id from an input

@@ -7,6 +7,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/a2abridge"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/internal/config"
@@ -58,6 +59,16 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			o.ComponentDomain = g.domain.String()
 			o.Publisher, o.Availability, o.Logger, o.Secrets = publisher{g}, availability{g}, log, g.secrets
 			b, err := mcpbridge.New(o)
+			if err != nil {
+				return fmt.Errorf("agent %s: %w", ep, err)
+			}
+			g.backends[ep] = b
+			g.starters = append(g.starters, b.Start)
+		case a.A2A != nil:
+			b, err := a2abridge.New(a2abridge.Options{
+				Endpoint: ep, Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version,
+				CardURL: a.A2A.URL, Publisher: publisher{g}, Availability: availability{g}, Logger: log,
+			})
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)
 			}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -32,8 +31,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
-	bearerEnv := fs.String("bearer-env", "", "environment variable holding the bearer token every HTTP request must carry")
-	bearerFile := fs.String("bearer-file", "", "file holding the bearer token; created with a fresh random token (mode 0600) if missing. Without this or --bearer-env, a fresh token is written to a private temporary file whose path is printed")
+	bf := addBearerFlags(fs)
 	sessionTimeout := fs.Duration("session-timeout", front.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
 	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery poll interval, the fallback to the catalog changes gateways push (0 disables polling)")
 	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
@@ -62,16 +60,8 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *refresh <= 0 {
 		*refresh = -1
 	}
-	if *httpAddr == "" {
-		switch {
-		case *bearerEnv != "":
-			return usagef("--bearer-env needs --http")
-		case *bearerFile != "":
-			return usagef("--bearer-file needs --http")
-		}
-	}
-	if *bearerEnv != "" && *bearerFile != "" {
-		return usagef("give --bearer-env or --bearer-file, not both")
+	if *httpAddr == "" && bf.given() {
+		return usagef("--bearer-env and --bearer-file need --http")
 	}
 	if *sessionTimeout <= 0 {
 		return usagef("--session-timeout must be positive")
@@ -82,38 +72,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		bearerPath string // where the token is, to tell the operator
 	)
 	if *httpAddr != "" {
-		host, _, err := net.SplitHostPort(*httpAddr)
+		var cleanup func()
+		ln, bearer, bearerPath, cleanup, err = bf.listen(*httpAddr)
+		defer cleanup()
 		if err != nil {
-			return usagef("--http %q is not host:port", *httpAddr)
+			return err
 		}
-		if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && *bearerEnv == "" && *bearerFile == "" {
-			return usagef("--http on a non-loopback address needs --bearer-env or --bearer-file")
-		}
-		switch {
-		case *bearerEnv != "":
-			if bearer, err = config.ReadSecret(*bearerEnv, ""); err != nil {
-				return fmt.Errorf("--bearer-env: %w", err)
-			}
-		case *bearerFile != "":
-			if bearer, err = bearerFromFile(*bearerFile); err != nil {
-				return fmt.Errorf("--bearer-file: %w", err)
-			}
-			bearerPath = *bearerFile
-		default:
-			dir, err := os.MkdirTemp("", "agentgw-mcp-")
-			if err != nil {
-				return fmt.Errorf("--http: cannot create the token directory: %w", err)
-			}
-			defer os.RemoveAll(dir)
-			bearerPath = filepath.Join(dir, "bearer-token")
-			if bearer, err = bearerFromFile(bearerPath); err != nil {
-				return fmt.Errorf("--http: %w", err)
-			}
-		}
-		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-		defer ln.Close()
 	}
 
 	s, err := cf.connect(ctx, stderr)

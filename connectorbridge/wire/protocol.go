@@ -703,10 +703,4 @@ func ParseDescriptor(raw json.RawMessage, card *Card, channelID string) (*Descri
 
 // TruncateRunes cuts s to at most max runes, for bounding
 // connector-supplied text.
-func TruncateRunes(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:max])
-}
+func TruncateRunes(s string, max int) string { return backendkit.Truncate(s, max) }

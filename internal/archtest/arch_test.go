@@ -23,10 +23,11 @@ var tiers = map[string]int{
 	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0, "internal/dataform": 0,
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
 	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
-	"internal/xmltree": 0, "internal/xmpptime": 0,
+	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/httpauth": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1,
+	"a2abridge/a2amap": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
 	"federation/grantsqlite": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
@@ -39,6 +40,8 @@ var tiers = map[string]int{
 	"connectorbridge": 4,
 	// Ad-hoc commands over the task engine; catalog change notification.
 	"adhoc": 4, "catalogpush": 4,
+	// A2A both ways.
+	"a2abridge": 4, "a2abridge/front": 4,
 	// The composition root, then the programs.
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,

@@ -175,6 +175,13 @@ type Agent struct {
 
 	MCP       *MCP       `toml:"mcp"`
 	Connector *Connector `toml:"connector"`
+	A2A       *A2A       `toml:"a2a"`
+}
+
+// A2A is an A2A agent backend: the URL of its Agent Card. No credentials
+// are sent to it (docs/a2a.md).
+type A2A struct {
+	URL string `toml:"url"`
 }
 
 // MCP is an MCP server backend: a stdio command or a streamable HTTP URL.
@@ -417,8 +424,14 @@ func (c *Config) Validate() error {
 				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
 			}
 		}
+		if a.A2A != nil {
+			n++
+			if u, err := url.Parse(a.A2A.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+				add("%s: [agents.a2a] url must be an http or https URL of an Agent Card, without credentials", where)
+			}
+		}
 		if n != 1 {
-			add("%s: set exactly one of manifest, [agents.mcp] or [agents.connector]", where)
+			add("%s: set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.a2a]", where)
 		}
 	}
 	return errors.Join(errs...)

@@ -87,7 +87,7 @@ url = "ftp://x"
 		"jid \"not a jid\" is not a bare JID",
 		"is not below component_domain",
 		"url must be an http or https URL",
-		"set exactly one of manifest, [agents.mcp] or [agents.connector]",
+		"set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.a2a]",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -195,5 +195,21 @@ manifest = "secret.json"
 	got, err := ParsePrincipals(c.Agents[3].VisibleTo)
 	if err != nil || strings.Join(got, " ") != "alice@example.test example.test" {
 		t.Fatalf("normalized = %q, %v", got, err)
+	}
+}
+
+func TestA2AAgentURL(t *testing.T) {
+	base := "[xmpp]\nserver = \"127.0.0.1:5347\"\ncomponent_domain = \"agents.example.test\"\nsecret_env = \"S\"\n[[agents]]\njid = \"remote@agents.example.test\"\n[agents.a2a]\n"
+	for u, ok := range map[string]bool{
+		"http://127.0.0.1:9/.well-known/agent-card.json": true,
+		"https://a.example/.well-known/agent-card.json":  true,
+		"ftp://a.example/card":                           false,
+		"https://user:pw@a.example/card":                 false,
+		"/relative/card":                                 false,
+	} {
+		_, err := Load(write(t, base+"url = \""+u+"\"\n"))
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "[agents.a2a] url must be")) {
+			t.Errorf("%s: %v", u, err)
+		}
 	}
 }

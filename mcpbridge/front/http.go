@@ -2,15 +2,14 @@ package front
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/internal/httpauth"
 )
 
 // HTTPOptions configure the streamable HTTP front.
@@ -47,27 +46,7 @@ func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
 		Logger:         f.log,
 		SessionTimeout: o.SessionTimeout,
 	})
-	want := sha256.Sum256([]byte(o.Bearer))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !bearerMatches(r.Header.Get("Authorization"), want) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentgw-mcp"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// bearerMatches compares digests in constant time, so neither the token's
-// content nor its length leaks through timing.
-func bearerMatches(header string, want [32]byte) bool {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		token = ""
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := subtle.ConstantTimeCompare(got[:], want[:]) == 1
-	return ok && match
+	return httpauth.Bearer(o.Bearer, "agentgw-mcp", h)
 }
 
 // RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on

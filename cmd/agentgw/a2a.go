@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/a2abridge/front"
+)
+
+func init() {
+	register(command{name: "a2a", summary: "serve the account's XMPP agents as A2A agents over HTTP (A2A 0.3.0, JSON-RPC)", run: runA2A})
+}
+
+func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH] [--gateway JID]... [--public-url URL]\n\n"+
+		"Each agent the account can see gets an Agent Card at /agents/{jid}/.well-known/agent-card.json and a\n"+
+		"JSON-RPC interface at /agents/{jid}; GET /agents lists the cards. Every request needs the bearer token.", stdout)
+	cf := addCallerFlags(fs)
+	httpAddr := fs.String("http", "", "serve HTTP on ADDR (host:port); required")
+	bf := addBearerFlags(fs)
+	publicURL := fs.String("public-url", "", "URL prefix the cards advertise (default http://ADDR)")
+	refresh := fs.Duration("refresh", 30*time.Second, "how long a discovered agent list is reused")
+	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
+	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long tasks/cancel waits for the XMPP task to settle")
+	maxBody := fs.Int64("max-request-bytes", 1<<20, "largest JSON-RPC request body accepted")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("a2a takes no arguments")
+	}
+	if *httpAddr == "" {
+		return usagef("a2a needs --http ADDR")
+	}
+	if *maxBody <= 0 || *refresh <= 0 || *cancelWait <= 0 {
+		return usagef("--max-request-bytes, --refresh and --cancel-wait must be positive")
+	}
+	ln, bearer, bearerPath, cleanup, err := bf.listen(*httpAddr)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	base := *publicURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+
+	s, err := cf.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var gws []jid.JID
+	if len(cf.gateways) > 0 {
+		if gws, err = s.gateways(ctx); err != nil {
+			return err
+		}
+	}
+	level := slog.LevelWarn
+	if cf.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	f, err := front.New(s.client, front.Options{
+		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
+		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	// A lost XMPP stream ends the server: a supervisor restarts it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.conn.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if bearerPath != "" {
+		fmt.Fprintf(stderr, "agentgw a2a: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
+	}
+	fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents as %s\n", base, s.conn.JID().Bare())
+	err = f.Serve(ctx, ln, bearer)
+	select {
+	case <-s.conn.Done():
+		return fmt.Errorf("the XMPP connection ended: %v", s.conn.Err())
+	default:
+	}
+	return err
+}

@@ -1,0 +1,135 @@
+package gatewaytest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// a2aAgent runs testdata/a2a/agent.mjs (an A2A server from the official
+// JS SDK) and returns its base URL and a counter of its executions.
+type a2aAgent struct {
+	url  string
+	mu   sync.Mutex
+	exec map[string]int // skill → executions
+}
+
+func (a *a2aAgent) count(skill string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.exec[skill]
+}
+
+func startA2AAgent(t *testing.T, opts string) *a2aAgent {
+	t.Helper()
+	root, err := xmppharness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(filepath.Join(root, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil || serr != nil {
+		if xmppharness.InCI() {
+			t.Fatalf("node or @a2a-js/sdk missing (npm ci at the module root)")
+		}
+		t.Skip("node or @a2a-js/sdk missing; run npm ci")
+	}
+	cmd := exec.Command(node, filepath.Join(root, "testdata", "a2a", "agent.mjs"), opts)
+	cmd.Dir = root
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	a := &a2aAgent{exec: map[string]int{}}
+	port := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 2 && f[0] == "listening":
+				port <- f[1]
+			case len(f) == 3 && f[0] == "exec":
+				a.mu.Lock()
+				a.exec[f[1]]++
+				a.mu.Unlock()
+			}
+		}
+	}()
+	select {
+	case p := <-port:
+		a.url = "http://127.0.0.1:" + p
+	case <-time.After(30 * time.Second):
+		t.Fatal("the A2A agent did not start")
+	}
+	return a
+}
+
+func a2aTOML(domain, cardURL string) string {
+	return fmt.Sprintf("[[agents]]\njid = %q\n[agents.a2a]\nurl = %q\n", "remote@"+domain, cardURL)
+}
+
+// An A2A agent from the official JS SDK behind [agents.a2a], invoked by
+// slixmpp through Prosody and the gateway: manifest from the card,
+// completion, streaming status as progress, input-required, and cancel
+// (honoured by the agent, and ignored by it).
+func TestA2ABackendSlixmpp(t *testing.T) {
+	needSlixmpp(t)
+	agent := startA2AAgent(t, `{}`)
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: a2aTOML(srv.ComponentDomain, agent.url+"/.well-known/agent-card.json")})
+	ep := e.Endpoint("remote")
+	c := e.Dial("alice")
+	WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.GetManifest(ctx, ep, "")
+		return err == nil
+	})
+	checks := runSlixmpp(t, e, "a2a.py", "alice", "--endpoint", ep.String())
+	requireChecks(t, checks, "a2a-manifest", "a2a-echo", "a2a-streaming-progress", "a2a-input-required", "a2a-cancel", "a2a-cancel-ignored")
+	// Each invocation reached the agent exactly once.
+	for skill, want := range map[string]int{"echo": 1, "long": 2, "ask": 1, "stuck": 1} {
+		if got := agent.count(skill); got != want {
+			t.Errorf("the agent executed %s %d times, want %d", skill, got, want)
+		}
+	}
+}
+
+// Hostile cards: too large, redirected to another host, an interface on
+// another host — each refused with a clear log line, the endpoint never
+// published, nothing crashes.
+func TestA2ABackendHostileCards(t *testing.T) {
+	other := startA2AAgent(t, `{}`)
+	for name, c := range map[string]struct{ opts, want string }{
+		"huge":     {`{"mode":"huge-card"}`, "larger than"},
+		"redirect": {`{"mode":"redirect-card","redirect":"` + strings.Replace(other.url, "127.0.0.1", "localhost", 1) + `/.well-known/agent-card.json"}`, "redirect to another host refused"},
+		"foreign":  {`{"mode":"foreign-url"}`, "not on the card's host"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			agent := startA2AAgent(t, c.opts)
+			srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+			e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: a2aTOML(srv.ComponentDomain, agent.url+"/.well-known/agent-card.json")})
+			WaitFor(t, 30*time.Second, "the refusal in the log", func() bool { return strings.Contains(e.Log.String(), c.want) })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := e.Dial("alice").GetManifest(ctx, e.Endpoint("remote"), ""); err == nil {
+				t.Errorf("a manifest was published from a refused card")
+			}
+		})
+	}
+}

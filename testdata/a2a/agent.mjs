@@ -1,0 +1,98 @@
+// A real A2A server built with the official JS SDK (@a2a-js/sdk 1.3.0,
+// DefaultRequestHandler + its Express handlers with v0.3 compatibility),
+// used as the peer behind [agents.a2a] in a2abridge's tests. Skills:
+//   echo  — completes with an artifact "echo: <text>" and a data part;
+//   long  — N working updates ~50 ms apart, then completes; honours cancel;
+//   ask   — input-required "What is your name?", then "hello <answer>";
+//   stuck — works forever and ignores cancel (the bridge must not hang).
+// Argv[2] is JSON: {"mode": "normal"|"huge-card"|"redirect-card"|"foreign-url", "redirect": URL}.
+// It prints "listening <port>" and then one line "exec <skill> <taskId>"
+// per execution (the tests count executions).
+import express from 'express';
+import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
+import { jsonRpcHandler, agentCardHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { TaskState, Role } from '@a2a-js/sdk';
+
+const opts = JSON.parse(process.argv[2] || '{}');
+const app = express();
+const server = app.listen(0, '127.0.0.1', () => {
+  console.log('listening ' + server.address().port);
+});
+const port = () => server.address()?.port ?? 0;
+
+const text = (value) => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: '' });
+const data = (value) => ({ content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: '' });
+const msg = (taskId, contextId, parts) => ({ messageId: crypto.randomUUID(), contextId, taskId, role: Role.ROLE_AGENT, parts, metadata: undefined, extensions: [], referenceTaskIds: [] });
+const status = (taskId, contextId, state, parts) => AgentEvent.statusUpdate({ taskId, contextId, status: { state, message: parts ? msg(taskId, contextId, parts) : undefined, timestamp: new Date().toISOString() }, metadata: undefined });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function card() {
+  const base = opts.mode === 'foreign-url' ? 'http://other.invalid:9' : 'http://127.0.0.1:' + port();
+  const skill = (id, name, description) => ({ id, name, description, tags: ['test'], examples: [], inputModes: ['text/plain'], outputModes: ['text/plain'], securityRequirements: [] });
+  const c = {
+    name: 'JS test agent', description: 'An A2A agent from the official JS SDK' + (opts.mode === 'huge-card' ? 'x'.repeat(400000) : ''),
+    supportedInterfaces: [{ url: base + '/rpc', protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' }],
+    provider: undefined, version: '1.2.3', documentationUrl: undefined,
+    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
+    skills: [skill('echo', 'Echo', 'Echoes the text'), skill('long', 'Long', 'Works in steps'), skill('ask', 'Ask', 'Asks a question'), skill('stuck', 'Stuck', 'Never ends')],
+    signatures: [], iconUrl: undefined,
+  };
+  return c;
+}
+
+const cancelled = new Set();
+const executor = {
+  async execute(rc, bus) {
+    const taskId = rc.taskId, contextId = rc.contextId;
+    const m = rc.userMessage;
+    const skill = (m.metadata && m.metadata['agentgw/skill']) || 'echo';
+    const words = m.parts.filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join(' ');
+    if (!rc.task) {
+      console.log('exec ' + skill + ' ' + taskId);
+      bus.publish(AgentEvent.task({ id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: undefined }, artifacts: [], history: [m], metadata: { skill } }));
+    } else {
+      bus.publish(AgentEvent.task(rc.task));
+    }
+    const art = (parts) => AgentEvent.artifactUpdate({ taskId, contextId, artifact: { artifactId: 'a-' + taskId, name: 'result', description: '', parts, metadata: undefined, extensions: [] }, append: false, lastChunk: true, metadata: undefined });
+    const ofTask = (rc.task?.metadata?.skill) || skill;
+    if (ofTask === 'ask') {
+      if (!rc.task) {
+        bus.publish(status(taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, [text('What is your name?')]));
+      } else {
+        bus.publish(art([text('hello ' + words)]));
+        bus.publish(status(taskId, contextId, TaskState.TASK_STATE_COMPLETED));
+      }
+      bus.finished();
+      return;
+    }
+    bus.publish(status(taskId, contextId, TaskState.TASK_STATE_WORKING, [text('started ' + skill)]));
+    if (ofTask === 'long' || ofTask === 'stuck') {
+      const n = ofTask === 'long' ? 5 : 100000;
+      for (let i = 1; i <= n; i++) {
+        await sleep(50);
+        if (cancelled.has(taskId) && ofTask === 'long') {
+          bus.publish(status(taskId, contextId, TaskState.TASK_STATE_CANCELED, [text('stopped at step ' + i)]));
+          bus.finished();
+          return;
+        }
+        bus.publish(status(taskId, contextId, TaskState.TASK_STATE_WORKING, [text('step ' + i + ' of ' + n)]));
+      }
+    }
+    bus.publish(art([text('echo: ' + words), data({ words: words.split(' ').length })]));
+    bus.publish(status(taskId, contextId, TaskState.TASK_STATE_COMPLETED));
+    bus.finished();
+  },
+  async cancelTask(taskId, bus) {
+    cancelled.add(taskId);
+  },
+};
+
+const handler = new DefaultRequestHandler(card(), new InMemoryTaskStore(), executor);
+handler.getAgentCard = async () => card();
+if (opts.mode === 'redirect-card') {
+  app.get('/.well-known/agent-card.json', (req, res) => res.redirect(307, opts.redirect));
+} else {
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: async () => card(), legacyCompat: { enabled: true } }));
+}
+app.use('/rpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }));

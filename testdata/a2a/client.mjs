@@ -1,0 +1,145 @@
+// A2A client driven by a JSON plan, with the official JS SDK's v0.3
+// JSON-RPC transport (@a2a-js/sdk 1.3.0). It prints one JSON object:
+// {"steps":[...]} with each step's outcome, or {"fatal":{...}}.
+// Used by a2abridge/front's end-to-end tests and benchmarks.
+import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
+import { TaskState, Role, taskStateToJSON } from '@a2a-js/sdk';
+
+const plan = JSON.parse(process.argv[2]);
+const auth = { Authorization: 'Bearer ' + plan.bearer };
+const fetchImpl = (url, init = {}) => fetch(url, { ...init, headers: { ...(init.headers || {}), ...auth } });
+
+function transport(jid) {
+  return new LegacyJsonRpcTransport({ endpoint: plan.base + '/agents/' + encodeURIComponent(jid), fetchImpl });
+}
+
+function parts(step) {
+  const out = [];
+  if (step.text !== undefined) out.push({ content: { $case: 'text', value: step.text }, metadata: undefined, filename: '', mediaType: '' });
+  if (step.data !== undefined) out.push({ content: { $case: 'data', value: step.data }, metadata: undefined, filename: '', mediaType: '' });
+  return out;
+}
+
+function request(step, taskId) {
+  const md = step.skill ? { 'agentgw/skill': step.skill } : undefined;
+  return {
+    tenant: '',
+    message: { messageId: step.messageId || crypto.randomUUID(), contextId: '', taskId: taskId || '', role: Role.ROLE_USER, parts: parts(step), metadata: md, extensions: [], referenceTaskIds: [] },
+    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: step.blocking === false },
+    metadata: undefined,
+  };
+}
+
+function partJSON(p) {
+  const c = p.content || {};
+  return { kind: c.$case, value: c.$case === 'raw' ? '<bytes>' : c.value, metadata: p.metadata };
+}
+
+function taskJSON(t) {
+  return {
+    id: t.id, contextId: t.contextId,
+    state: taskStateToJSON(t.status?.state),
+    message: t.status?.message ? t.status.message.parts.map(partJSON) : undefined,
+    artifacts: (t.artifacts || []).map(a => ({ id: a.artifactId, parts: a.parts.map(partJSON), metadata: a.metadata })),
+    metadata: t.metadata,
+  };
+}
+
+function eventJSON(ev) {
+  const p = ev.payload || {};
+  switch (p.$case) {
+    case 'task': return { kind: 'task', ...taskJSON(p.value) };
+    case 'statusUpdate': return { kind: 'status', taskId: p.value.taskId, state: taskStateToJSON(p.value.status?.state), message: p.value.status?.message ? p.value.status.message.parts.map(partJSON) : undefined };
+    case 'artifactUpdate': return { kind: 'artifact', taskId: p.value.taskId, parts: p.value.artifact.parts.map(partJSON), lastChunk: p.value.lastChunk };
+    case 'message': return { kind: 'message', parts: p.value.parts.map(partJSON) };
+  }
+  return { kind: 'unknown' };
+}
+
+function errJSON(e) {
+  return { message: String(e?.message || e), code: e?.code };
+}
+
+async function collect(gen, step, out) {
+  const t0 = performance.now();
+  for await (const ev of gen) {
+    const j = eventJSON(ev);
+    j.atMs = performance.now() - t0;
+    out.events.push(j);
+    if (j.taskId) out.taskId = j.taskId;
+    if (j.kind === 'task') out.taskId = j.id;
+    if (step.stopAfter && out.events.length >= step.stopAfter) break;
+  }
+}
+
+const results = [];
+const ids = {};
+async function run(step) {
+  const taskId = step.taskId || (step.taskOf !== undefined ? ids[step.taskOf] : undefined);
+  switch (step.op) {
+    case 'agents': {
+      const r = await fetchImpl(plan.base + '/agents');
+      return { status: r.status, body: r.status === 200 ? await r.json() : await r.text() };
+    }
+    case 'card': {
+      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid) + '/.well-known/agent-card.json');
+      return { status: r.status, body: r.status === 200 ? await r.json() : await r.text() };
+    }
+    case 'send': {
+      const r = await transport(step.jid).sendMessage(request(step, taskId));
+      // The SDK returns the Task (or a Message) itself.
+      if (r.payload?.$case === 'task') return { task: taskJSON(r.payload.value) };
+      if (r.id && r.status) return { task: taskJSON(r) };
+      return { message: r };
+    }
+    case 'stream': {
+      const out = { events: [] };
+      await collect(transport(step.jid).sendMessageStream(request(step, taskId)), step, out);
+      return out;
+    }
+    case 'resubscribe': {
+      const out = { events: [] };
+      await collect(transport(step.jid).resubscribeTask({ tenant: '', id: taskId }), step, out);
+      return out;
+    }
+    case 'get':
+      return { task: taskJSON(await transport(step.jid).getTask({ tenant: '', id: taskId })) };
+    case 'cancel':
+      return { task: taskJSON(await transport(step.jid).cancelTask({ tenant: '', id: taskId, metadata: undefined })) };
+    case 'bench': {
+      const lat = [];
+      for (let i = 0; i < (step.warmup || 0); i++) {
+        await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));
+      }
+      for (let i = 0; i < step.n; i++) {
+        const t0 = performance.now();
+        await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));
+        lat.push(performance.now() - t0);
+      }
+      lat.sort((a, b) => a - b);
+      return { n: lat.length, p50: lat[Math.floor(lat.length * 0.5)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))] };
+    }
+    case 'raw': {
+      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: step.body });
+      return { status: r.status, body: await r.text() };
+    }
+  }
+  throw new Error('unknown op ' + step.op);
+}
+
+try {
+  for (const step of plan.steps) {
+    let res;
+    try {
+      res = await run(step);
+    } catch (e) {
+      res = { error: errJSON(e) };
+    }
+    res.op = step.op;
+    results.push(res);
+    ids[results.length - 1] = res.taskId || res.task?.id;
+  }
+  process.stdout.write(JSON.stringify({ steps: results }));
+} catch (e) {
+  process.stdout.write(JSON.stringify({ fatal: errJSON(e) }));
+}

@@ -25,6 +25,14 @@ type ProsodyOptions struct {
 	Hosts map[string]string // domain -> IP, written to the lua-unbound hosts file
 	// Debug logs at debug level instead of info.
 	Debug bool
+	// HTTPUpload adds the XEP-0363 service upload.<Domain>
+	// (mod_http_file_share) on a plain-HTTP port of Interface. Prosody
+	// lets every local host upload, the component included, when
+	// http_file_share_access is unset; it is set here to the VirtualHost
+	// and the component domain so the rule is explicit.
+	HTTPUpload bool
+	// UploadSizeLimit is http_file_share_size_limit; default 10 MiB.
+	UploadSizeLimit int64
 }
 
 // LaunchProsody writes a private config and starts Prosody, returning once
@@ -140,6 +148,35 @@ unbound = { hoststxt = %q; resolvconf = %q }
 		// triggering DNS lookups.
 		cfg.WriteString("s2s_ports = {}\nmodules_disabled = { \"s2s\" }\n")
 	}
+	httpAddr, uploadDomain, uploadComponent := "", "", ""
+	if o.HTTPUpload {
+		port, err := freePort(o.Interface)
+		if err != nil {
+			return nil, err
+		}
+		limit := o.UploadSizeLimit
+		if limit <= 0 {
+			limit = 10 << 20
+		}
+		httpAddr = net.JoinHostPort(o.Interface, strconv.Itoa(port))
+		uploadDomain = "upload." + o.Domain
+		ports = append(ports, httpAddr)
+		// http_ports above is {} for the top-level; the upload component
+		// gets its own plain-HTTP listener. http_external_url makes the
+		// slot URLs name an address the tests can reach.
+		fmt.Fprintf(&cfg, `http_ports = { %d }
+http_interfaces = { %q }
+http_external_url = "http://%s/"
+-- Requests name 127.0.0.1, not the upload host: route them to it.
+http_default_host = %q
+`, port, o.Interface, httpAddr, "upload."+o.Domain)
+		uploadComponent = fmt.Sprintf(`
+Component %q "http_file_share"
+	http_file_share_size_limit = %d
+	http_file_share_daily_quota = %d
+	http_file_share_access = { %q, %q }
+`, uploadDomain, limit, limit*100, o.Domain, o.ComponentDomain)
+	}
 	fmt.Fprintf(&cfg, `
 -- The operator snippet, rendered from %s.
 Include %q
@@ -147,6 +184,7 @@ Include %q
 VirtualHost %q
 	ssl = { key = %q, certificate = %q }
 `, ProsodySnippet, snippetPath, o.Domain, key, crt)
+	cfg.WriteString(uploadComponent)
 	cfgPath := filepath.Join(dir, "prosody.cfg.lua")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		return nil, err
@@ -163,6 +201,8 @@ VirtualHost %q
 		C2SAddr:         ports[0],
 		ComponentAddr:   ports[1],
 		S2SAddr:         s2sAddr,
+		UploadDomain:    uploadDomain,
+		HTTPAddr:        httpAddr,
 		CAFile:          crt,
 		logPath:         logPath,
 		ports:           ports,

@@ -38,6 +38,7 @@ var tiers = map[string]int{
 	// Wire adapters and backends.
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
 	"connectorbridge": 4,
+	"messaging":       4,
 	// The composition root, then the programs.
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,

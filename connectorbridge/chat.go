@@ -82,7 +82,17 @@ func (l *ChatLimits) defaults() {
 var (
 	_ backendkit.Conversant   = (*Backend)(nil)
 	_ backendkit.ChatAttacher = (*Backend)(nil)
+	_ backendkit.ChatConsent  = (*Backend)(nil)
 )
+
+// ChatRecipients implements backendkit.ChatConsent: the configured inbox
+// is the one JID the endpoint messages without its writing first.
+func (b *Backend) ChatRecipients(endpoint string) []string {
+	if b.chat == nil || !strings.EqualFold(endpoint, b.o.Endpoint) {
+		return nil
+	}
+	return []string{b.chat.inbox}
+}
 
 // chatSide is the Backend's IM v2 state.
 type chatSide struct {
@@ -361,6 +371,9 @@ func (cs *chatSide) run(ctx context.Context) {
 	defer purge.Stop()
 	retry := time.NewTimer(0)
 	defer retry.Stop()
+	// Failed deliveries are retried with the gateway's one backoff, so a
+	// refusing peer or a long outage costs a few attempts a minute.
+	bo := backendkit.Supervisor{Min: cs.lim.Retry, Max: time.Minute}.Backoff()
 	for {
 		cs.b.c.mu.Lock()
 		changed := cs.b.c.changed
@@ -374,8 +387,12 @@ func (cs *chatSide) run(ctx context.Context) {
 		case <-purge.C:
 			cs.purge(ctx)
 		}
-		if again := cs.deliverInbound(ctx) || cs.deliverOutbound(ctx); again {
-			retry.Reset(cs.lim.Retry)
+		in := cs.deliverInbound(ctx)
+		out := cs.deliverOutbound(ctx)
+		if in || out {
+			retry.Reset(bo.Next())
+		} else {
+			bo.Reset()
 		}
 	}
 }
@@ -409,15 +426,29 @@ func (cs *chatSide) acceptLoop(ctx context.Context) {
 // twice.
 func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *wire.Packet) {
 	b := cs.b
+	// A refusal names the message when its id is readable, so the
+	// connector can match it even after it redelivered under another
+	// request id.
+	var peek struct {
+		MessageID string `json:"message_id"`
+	}
+	json.Unmarshal(p.Payload, &peek)
+	if !wire.ValidWireID(peek.MessageID) || len(peek.MessageID) > wire.MaxMessageID {
+		peek.MessageID = ""
+	}
 	refuse := func(code, msg string) {
 		cs.logRefusal("inbound chat message refused", "code", code)
-		s.Reply(chatAck(p, "", &wire.PacketError{Code: code, Message: msg}))
+		a := chatAck(p, "", &wire.PacketError{Code: code, Message: msg})
+		if peek.MessageID != "" {
+			a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: peek.MessageID, Status: "rejected"})
+		}
+		s.Reply(a)
 	}
-	_, chID, _, _ := b.c.live()
-	if p.ConnectorChannelID != chID || chID == "" {
+	if !cs.ownChannel(p.ConnectorChannelID) {
 		refuse("connector_channel_not_owned", "the message names a channel this xAgent has not open")
 		return
 	}
+	chID := p.ConnectorChannelID
 	m, err := wire.DecodeChatMessage(p.Payload)
 	if errors.Is(err, wire.ErrChatTooLarge) {
 		refuse(wire.CodeChatRejected, fmt.Sprintf("message too large (text %d bytes, %d files at most)", wire.MaxChatText, wire.MaxChatFiles))
@@ -472,11 +503,21 @@ func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *
 	cs.kick()
 }
 
+// ownChannel reports whether ch is the open channel, or the bound one
+// while it is being reopened (the connector redelivers right after its
+// channel.open ack, which may overtake the gateway's bookkeeping).
+func (cs *chatSide) ownChannel(ch string) bool {
+	c := cs.b.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ch != "" && (ch == c.chanID || (c.chanID == "" && ch == c.bind.ChannelID))
+}
+
 // activity relays chat.activity as an XEP-0085 chat state to the inbox.
 func (cs *chatSide) activity(ctx context.Context, p *wire.Packet) {
 	h := cs.chat.Load()
-	_, chID, _, _ := cs.b.c.live()
-	if h == nil || p.ConnectorChannelID != chID {
+	chID := p.ConnectorChannelID
+	if h == nil || !cs.ownChannel(chID) {
 		return
 	}
 	var a wire.ChatActivity
@@ -546,17 +587,53 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		if len(notes) > 0 {
 			msg.Body = strings.TrimSpace(msg.Body + "\n" + strings.Join(notes, "\n"))
 		}
-		sctx, cancel := context.WithTimeout(ctx, b.o.RequestTimeout)
-		err := h.c.Send(sctx, msg)
-		cancel()
-		if err != nil {
+		err := cs.send(ctx, h.c, &msg)
+		switch {
+		case err == nil:
+			cs.finish(ctx, it, chatdb.Delivered)
+		case errors.Is(err, errPermanent):
+			b.log.Warn("an inbound chat message cannot be delivered to the inbox; dropped", "message_id", it.MessageID, "error", err)
+			cs.finish(ctx, it, chatdb.Failed)
+		default:
 			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
-			b.log.Info("delivering an inbound chat message to the inbox failed; will retry", "message_id", it.MessageID, "error", err)
+			if it.Attempts < 3 || it.Attempts%50 == 0 {
+				b.log.Info("delivering an inbound chat message to the inbox failed; will retry", "message_id", it.MessageID, "attempts", it.Attempts+1, "error", err)
+			}
 			return true
 		}
-		cs.finish(ctx, it, chatdb.Delivered)
 	}
 	return false
+}
+
+var errPermanent = errors.New("permanent")
+
+// send hands msg to the XMPP side. A body over the messaging limit is cut
+// (marked) until it fits; a refusal that no retry can change is wrapped
+// in errPermanent; the rest (rate limit, unavailable, queue full, a
+// peer that blocked us until it writes) is retried.
+func (cs *chatSide) send(ctx context.Context, c backendkit.Chat, msg *backendkit.Message) error {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, cs.b.o.RequestTimeout)
+		err := c.Send(sctx, *msg)
+		cancel()
+		if !errors.Is(err, backendkit.ErrChatTooLarge) {
+			if err != nil && !errors.Is(err, backendkit.ErrChatRateLimited) && !errors.Is(err, backendkit.ErrChatRefused) &&
+				!errors.Is(err, backendkit.ErrChatUnavailable) && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) &&
+				strings.HasPrefix(err.Error(), "messaging:") {
+				return fmt.Errorf("%w: %v", errPermanent, err)
+			}
+			return err
+		}
+		if len(msg.Files) > 1 && len(msg.Body) < 1024 {
+			msg.Files = msg.Files[:len(msg.Files)-1]
+			msg.Body += "\n[a file was left out: too many files]"
+			continue
+		}
+		if len(msg.Body) < 256 {
+			return fmt.Errorf("%w: %v", errPermanent, err)
+		}
+		msg.Body = wire.Truncate(msg.Body, len(msg.Body)/2) + "\n[message truncated]"
+	}
 }
 
 func (cs *chatSide) finish(ctx context.Context, it chatdb.Item, st chatdb.State) {

@@ -196,6 +196,9 @@ func safeToken(s string, max int) string {
 	return s
 }
 
+// Truncate cuts s to at most max bytes on a rune boundary.
+func Truncate(s string, max int) string { return truncate(s, max) }
+
 // truncate cuts s to at most max bytes on a rune boundary.
 func truncate(s string, max int) string {
 	if len(s) <= max {

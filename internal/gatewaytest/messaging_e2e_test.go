@@ -102,30 +102,35 @@ func (b *echoChat) Converse(ctx context.Context, t backendkit.Turn) error {
 	return c.Send(ctx, m)
 }
 
-// messagingEnv starts Prosody with XEP-0191 blocking, a conversing
-// endpoint "chat" (echoChat), and the reference MCP server as "everything"
-// (an endpoint that cannot converse).
-func messagingEnv(t *testing.T) (*Env, *echoChat) {
+// messagingEnv starts the gateway on srv with a conversing endpoint "chat"
+// (echoChat) and, with mcp, the reference MCP server as "everything" (an
+// endpoint that cannot converse).
+func messagingEnv(t *testing.T, srv *xmppharness.Server, mcp bool) (*Env, *echoChat) {
 	t.Helper()
-	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Modules: []string{"blocklist"}})
 	b := newEchoChat()
 	chatEP := "chat@" + srv.ComponentDomain
+	toml := `
+[messaging]
+max_body_bytes = 2048
+per_conversation_per_second = 2
+per_conversation_burst = 20
+`
+	if mcp {
+		toml = EverythingTOML(t, "everything", srv.ComponentDomain) + toml
+	}
 	e := Start(t, Options{
 		Server:   srv,
 		Users:    []string{"alice", "bob"},
 		Agents:   []Agent{{Localpart: "chat"}},
 		Backends: map[string]tasks.Backend{chatEP: b},
-		TOML: EverythingTOML(t, "everything", srv.ComponentDomain) + `
-[messaging]
-max_body_bytes = 2048
-per_conversation_per_second = 2
-per_conversation_burst = 20
-`,
+		TOML:     toml,
 	})
-	WaitFor(t, 90*time.Second, "the MCP endpoint to be active", func() bool {
-		_, ok := e.Gateway.Registry.Active(e.Endpoint("everything").String())
-		return ok
-	})
+	if mcp {
+		WaitFor(t, 90*time.Second, "the MCP endpoint to be active", func() bool {
+			_, ok := e.Gateway.Registry.Active(e.Endpoint("everything").String())
+			return ok
+		})
+	}
 	return e, b
 }
 
@@ -133,7 +138,8 @@ per_conversation_burst = 20
 // endpoint and with one that cannot converse, through real Prosody.
 func TestSlixmppMessaging(t *testing.T) {
 	needSlixmpp(t)
-	e, b := messagingEnv(t)
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	e, b := messagingEnv(t, srv, true)
 	checks := runSlixmpp(t, e, "chat.py", "alice",
 		"--chat", e.Endpoint("chat").String(), "--tools", e.Endpoint("everything").String(),
 		"--missing", e.Endpoint("nobody").String(), "--max-body", "2048")
@@ -191,7 +197,19 @@ func TestSlixmppMessaging(t *testing.T) {
 // here), and the gateway stops messaging a peer whose server bounced a
 // message until the peer writes again.
 func TestMessagingBlocking(t *testing.T) {
-	e, b := messagingEnv(t)
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Modules: []string{"blocklist"}})
+	checkBlocking(t, srv)
+}
+
+// TestMessagingBlockingEjabberd is the same check against ejabberd with
+// mod_blocking (over mod_privacy).
+func TestMessagingBlockingEjabberd(t *testing.T) {
+	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Modules: []string{"mod_privacy", "mod_blocking"}})
+	checkBlocking(t, srv)
+}
+
+func checkBlocking(t *testing.T, srv *xmppharness.Server) {
+	e, b := messagingEnv(t, srv, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, alice := e.DialConn("alice")
@@ -252,6 +270,11 @@ func TestMessagingBlocking(t *testing.T) {
 	WaitFor(t, 30*time.Second, "the gateway to refuse after the bounce", func() bool {
 		return errors.Is(send(full, "probe after bounce"), backendkit.ErrChatRefused)
 	})
+	for _, l := range strings.Split(e.Log.String(), "\n") {
+		if strings.Contains(l, "chat recipient bounced") {
+			t.Logf("%s: %s", srv.Kind, l)
+		}
+	}
 	blocking("unblock")
 	if err := send(full, "refused until alice writes"); !errors.Is(err, backendkit.ErrChatRefused) {
 		t.Fatalf("send after the bounce, before alice wrote: %v, want ErrChatRefused", err)

@@ -38,6 +38,12 @@ func (r *recSender) SendIQ(context.Context, *xmltree.Element) (*xmltree.Element,
 	return nil, errors.New("no IQs here")
 }
 
+func (r *recSender) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sent)
+}
+
 func (r *recSender) take() []*xmltree.Element {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -353,7 +359,7 @@ func TestRateBacklogAndRefusals(t *testing.T) {
 	h.s.handle(ctx, msg(ep, "x1", "hello"))
 	waitTurns(t, h.conv, 1)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(h.out.sent) == 0 && time.Now().Before(deadline) {
+	for h.out.count() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	out = h.out.take()
@@ -364,7 +370,9 @@ func TestRateBacklogAndRefusals(t *testing.T) {
 	if c != agentproto.CondUndefinedCondition || strings.Contains(text, "s3cret") || len(text) > maxRefusalText+4 {
 		t.Fatalf("refusal %s %q", c, text)
 	}
+	h.conv.mu.Lock()
 	h.conv.err = backendkit.ErrChatUnavailable
+	h.conv.mu.Unlock()
 	h.s.handle(ctx, msg(ep, "x1", "hello"))
 	waitTurns(t, h.conv, 2)
 }

@@ -145,7 +145,7 @@ func TestSlixmppMessaging(t *testing.T) {
 		"--missing", e.Endpoint("nobody").String(), "--max-body", "2048")
 	requireChecks(t, checks, "disco", "not-conversing", "presence-subscribe", "receipt-and-chat-states",
 		"no-receipt-unrequested", "task-payload-not-a-turn", "dedup", "markup-is-text", "oversize",
-		"question-form", "files", "flood")
+		"question-form", "files", "flood", "xml-illegal-closed")
 
 	var dup string
 	for _, c := range checks {
@@ -180,6 +180,34 @@ func TestSlixmppMessaging(t *testing.T) {
 	}
 	if !markup {
 		t.Error("the markup body did not reach the backend as the same text")
+	}
+	for _, tr := range b.Turns() {
+		if strings.Contains(tr.Body, "bad") && strings.Contains(tr.Body, "char") {
+			t.Errorf("the XML-illegal message reached the backend: %q", tr.Body)
+		}
+	}
+	// The gateway still chats after the hostile client was cut off.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, bob := e.DialConn("bob")
+	replied := make(chan string, 8)
+	bob.OnMessage(func(m *xmltree.Element) {
+		if body := m.Child("", "body"); body != nil {
+			replied <- body.Text
+		}
+	})
+	m := xmltree.New(ns.Client, "message", "type", "chat", "to", e.Endpoint("chat").String(), "id", "bob-1")
+	m.Add(xmltree.New(ns.Client, "body").WithText("still there?"))
+	if err := bob.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-replied:
+		if got != "echo: still there?" {
+			t.Fatalf("bob got %q", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no reply after the hostile client")
 	}
 	st := e.Gateway.Messaging.Stats()
 	logged := strings.Count(e.Log.String(), "reason=rate")

@@ -479,3 +479,19 @@ func TestLRUAndBucket(t *testing.T) {
 		t.Fatal("no refill")
 	}
 }
+
+func TestOutboundRate(t *testing.T) {
+	f := newFixture(t, Limits{PerSecond: 0.001, Burst: 1})
+	ctx := context.Background()
+	ep := "chat@" + domain
+	f.conv.rcpts = []string{"inbox@example.test"}
+	chat := f.s.ChatFor(ep)
+	for i := 0; i < outFactor; i++ {
+		if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: "inbox@example.test", Body: "m"}); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: "inbox@example.test", Body: "m"}); !errors.Is(err, backendkit.ErrChatRateLimited) {
+		t.Fatalf("beyond the outbound burst: %v", err)
+	}
+}

@@ -27,6 +27,12 @@ const (
 	questionIDVar      = "question_id"
 )
 
+// outFactor scales the conversation rate for what an endpoint sends: one
+// peer may be a configured inbox that receives a whole IM network's
+// traffic, and an agent may answer in several messages; the bound still
+// stops a runaway backend from flooding a person.
+const outFactor = 10
+
 var questionFieldTypes = []string{"boolean", "list-single", "list-multi", "text-single", "text-multi", "fixed"}
 
 // ChatFor returns the Chat a backend serving endpoints speaks through: it
@@ -143,7 +149,7 @@ func (c *chat) Send(ctx context.Context, m backendkit.Message) error {
 		return backendkit.ErrChatRefused
 	}
 	conv := s.conv(k)
-	if !conv.out.allow(time.Now(), s.lim.PerSecond, s.lim.Burst) {
+	if !conv.out.allow(time.Now(), outFactor*s.lim.PerSecond, outFactor*s.lim.Burst) {
 		s.mu.Unlock()
 		return backendkit.ErrChatRateLimited
 	}

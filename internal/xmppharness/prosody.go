@@ -33,6 +33,9 @@ type ProsodyOptions struct {
 	HTTPUpload bool
 	// UploadSizeLimit is http_file_share_size_limit; default 10 MiB.
 	UploadSizeLimit int64
+	// Modules are extra modules_enabled entries (for example "blocklist",
+	// XEP-0191, for the messaging tests).
+	Modules []string
 }
 
 // LaunchProsody writes a private config and starts Prosody, returning once
@@ -103,6 +106,9 @@ func LaunchProsody(ctx context.Context, o ProsodyOptions) (*Server, error) {
 	extraModules := ""
 	if o.S2S {
 		extraModules = `"dialback"; `
+	}
+	for _, m := range o.Modules {
+		extraModules += fmt.Sprintf("%q; ", m)
 	}
 	httpAddr, uploadDomain, uploadComponent, httpLines := "", "", "", "http_ports = {}\n"
 	if o.HTTPUpload {

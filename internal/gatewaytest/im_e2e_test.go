@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -264,6 +265,29 @@ download_origins = [%q]
 	}
 	if u := srv.Unacknowledged(); len(u) != 0 {
 		t.Errorf("the connector still holds unacknowledged messages %v", u)
+	}
+
+	// The connector's API key (sent on POST /files/uploads) and the form
+	// secret appear in no log, store file or message the inbox got; the IM
+	// traffic itself did reach the store.
+	gw.Stop()
+	logs := ""
+	for _, n := range []string{"gw1.log", "gw2.log"} {
+		b, _ := os.ReadFile(filepath.Join(e.Dir, n))
+		logs += string(b)
+	}
+	db, _ := os.ReadFile(filepath.Join(e.Dir, "agentgw.db"))
+	wal, _ := os.ReadFile(filepath.Join(e.Dir, "agentgw.db-wal"))
+	evs, _ := json.Marshal(alice.all())
+	if !strings.Contains(string(db)+string(wal), "burst 4") {
+		t.Error("the chat queue is not in the store file")
+	}
+	for name, hay := range map[string]string{"gateway logs": logs, "store": string(db) + string(wal), "inbox": string(evs)} {
+		for _, secret := range []string{connectorKey, formToken} {
+			if strings.Contains(hay, secret) {
+				t.Errorf("%s contain a secret", name)
+			}
+		}
 	}
 	if t.Failed() {
 		t.Logf("gateway log tail:\n%s", tail(gw.Log(), 6000))

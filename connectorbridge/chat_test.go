@@ -74,6 +74,7 @@ type fileHost struct {
 	mu    sync.Mutex
 	files map[string][]byte
 	n     int
+	gets  int
 }
 
 func newFileHost(t *testing.T) *fileHost {
@@ -81,6 +82,7 @@ func newFileHost(t *testing.T) *fileHost {
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		b, ok := h.files[r.URL.Path]
+		h.gets++
 		h.mu.Unlock()
 		if !ok {
 			http.NotFound(w, r)
@@ -303,6 +305,7 @@ func TestChatHostileFiles(t *testing.T) {
 	e.startChat(true, func(o *Options) { o.ChatLimits.MaxFileBytes = 1000 })
 	e.srv.InjectMessage(connectortest.IMMessage{Text: "files", Files: []connectortest.IMFile{
 		{Name: "a.bin", DownloadURL: offHost},
+		{Name: "r.bin", RedirectTo: offHost},
 		{Name: "big.bin", Data: make([]byte, 1001)},
 		{Name: "ok.bin", Data: []byte("fine")},
 	}})
@@ -311,13 +314,20 @@ func TestChatHostileFiles(t *testing.T) {
 		t.Fatalf("files = %+v", m.Files)
 	}
 	for _, want := range []string{`[file "a.bin" was not transferred: its address is not on an allowed host]`,
-		`[file "big.bin" was not transferred: it is too large]`} {
+		`[file "big.bin" was not transferred: it is too large]`,
+		`[file "r.bin" was not transferred: it redirected elsewhere]`} {
 		if !strings.Contains(m.Body, want) {
 			t.Fatalf("body %q lacks %q", m.Body, want)
 		}
 	}
 	if strings.Contains(m.Body, other.srv.URL) {
 		t.Fatal("the body reflects the hostile URL")
+	}
+	other.mu.Lock()
+	gets := other.gets
+	other.mu.Unlock()
+	if gets != 0 {
+		t.Fatalf("the other host was fetched from %d times", gets)
 	}
 	// An XMPP user's file on an origin that is not allowed is not fetched.
 	ch := e.b.Client().ChannelID()

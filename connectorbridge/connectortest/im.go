@@ -28,8 +28,11 @@ type IMFile struct {
 	MimeType string
 	Data     []byte
 	// DownloadURL overrides the served /files/refs URL (hostile tests:
-	// another host, a redirect).
+	// another host).
 	DownloadURL string
+	// RedirectTo makes the served /files/refs URL redirect there (a
+	// redirect off the connector's origin).
+	RedirectTo string
 }
 
 // IMMessage is what a person on the IM network wrote.
@@ -358,6 +361,10 @@ func (s *Server) handleFileRef(w http.ResponseWriter, r *http.Request) {
 	s.im.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
+		return
+	}
+	if f.file.RedirectTo != "" {
+		http.Redirect(w, r, f.file.RedirectTo, http.StatusFound)
 		return
 	}
 	if f.file.MimeType != "" {

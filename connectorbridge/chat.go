@@ -140,14 +140,23 @@ func (b *Backend) AttachChat(c backendkit.Chat) {
 }
 
 // CanConverse implements backendkit.Conversant: chat works while an inbox
-// is configured and the IM v2 profile is enabled on a live, signed-in
-// channel.
+// is configured and the agent has a signed-in channel whose last
+// descriptor enables IM v2. A data plane that is down (a connector
+// restart) does not stop it: turns are queued durably and sent when the
+// channel is back.
 func (b *Backend) CanConverse(endpoint string) bool {
 	if b.chat == nil || !strings.EqualFold(endpoint, b.o.Endpoint) {
 		return false
 	}
-	s, ch, _, desc := b.c.live()
-	return s != nil && s.Alive() && ch != "" && desc.Authenticated() && desc.HasProfile(wire.ProfileIMv2)
+	c := b.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	desc := c.desc
+	if desc == nil {
+		desc = c.projDesc
+	}
+	bound := c.chanID != "" || (c.bind.Authenticated && c.bind.ChannelID != "")
+	return c.fatal == nil && bound && desc.Authenticated() && desc.HasProfile(wire.ProfileIMv2)
 }
 
 // Errors Converse returns, worded for the XMPP sender.

@@ -209,9 +209,20 @@ download_origins = [%q]
 		// The channel survives the restart; the messages wait for it.
 		during = append(during, srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: fmt.Sprintf("during restart %d", i)}))
 	}
+	// Alice writes while the connector is down: the turn is queued.
+	alice.send(map[string]any{"to": from, "body": "while the connector restarts", "thread": "conv_bob", "id": "alice-down"})
+	alice.wait(30*time.Second, "alice's send during the restart", func(m map[string]any) bool { return m["event"] == "sent" && m["id"] == "alice-down" })
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
+	WaitFor(t, 60*time.Second, "alice's reply sent during the restart on the IM side", func() bool {
+		for _, o := range srv.Outbound() {
+			if o.Text == "while the connector restarts" {
+				return true
+			}
+		}
+		return false
+	})
 	for _, id := range during {
 		alice.wait(60*time.Second, "a message sent while the connector was down", func(m map[string]any) bool {
 			return m["event"] == "message" && m["origin_id"] == "im_"+id
@@ -248,6 +259,9 @@ download_origins = [%q]
 	// Nothing lost, nothing twice: every IM message id at the inbox once,
 	// every reply once on the IM side.
 	seen := map[string]int{}
+	for _, m := range alice.of("error") {
+		t.Errorf("the inbox got an error reply: %v", m)
+	}
 	for _, m := range alice.of("message") {
 		seen[m["origin_id"].(string)]++
 	}
@@ -260,7 +274,7 @@ download_origins = [%q]
 	for _, o := range srv.Outbound() {
 		texts[o.Text]++
 	}
-	if texts["reply before the crash"] != 1 || len(srv.Outbound()) != 2 {
+	if texts["reply before the crash"] != 1 || texts["while the connector restarts"] != 1 || len(srv.Outbound()) != 3 {
 		t.Errorf("IM side got %v", texts)
 	}
 	if u := srv.Unacknowledged(); len(u) != 0 {

@@ -575,8 +575,11 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		msg := backendkit.Message{Endpoint: b.o.Endpoint, Resource: it.ChannelID, To: cs.inbox,
 			ID: "im_" + it.MessageID, Thread: m.ConversationID, Body: m.Text, Store: true,
 			Nick: m.Sender.DisplayName}
-		if m.ReplyTo != "" {
-			msg.ReplyTo = m.ReplyTo
+		// A reply to an earlier IM message points at the XMPP id it was
+		// delivered under; a reply to one of the inbox's messages (our
+		// outbound ids) has no XMPP id we kept, so it is dropped.
+		if m.ReplyTo != "" && !strings.HasPrefix(m.ReplyTo, "x_") {
+			msg.ReplyTo = "im_" + m.ReplyTo
 		}
 		var notes []string
 		for _, f := range m.Files {

@@ -206,12 +206,12 @@ func (b *Backend) Converse(ctx context.Context, t backendkit.Turn) error {
 	if err := cs.roomFor(ctx, chatdb.Outbound, conv); err != nil {
 		return err
 	}
-	id := wireID("x_", t.From+"\x00"+t.ID)
+	id := wireID("x_", bareJID(t.From)+"\x00"+t.ID) // a resend from another of the inbox's resources is the same turn
 	if t.ID == "" {
 		id = ids.New("x_")
 	}
 	rec := outRecord{From: t.From, TurnID: t.ID, Text: t.Body, Files: t.Files, ReplyTo: t.ReplyTo, Receipt: t.ReceiptRequested}
-	payload, _ := json.Marshal(rec)
+	payload, _ := marshalNoEscape(rec)
 	if len(payload) > chatdb.MaxPayload {
 		return backendkit.ErrChatTooLarge
 	}
@@ -493,7 +493,13 @@ func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *
 		refuse(wire.CodeChatBusy, "too many undelivered messages; retry later")
 		return
 	}
-	payload, _ := json.Marshal(m)
+	// Unescaped, so 64 KiB of "<" stays 64 KiB (HTML escaping would make
+	// it six times that, past the row limit).
+	payload, _ := marshalNoEscape(m)
+	if len(payload) > chatdb.MaxPayload {
+		refuse(wire.CodeChatRejected, "message too large")
+		return
+	}
 	ins, st, err := cs.db.Enqueue(ctx, chatdb.Item{Endpoint: b.o.Endpoint, Direction: chatdb.Inbound, MessageID: m.MessageID,
 		ChannelID: chID, Conversation: m.ConversationID, Payload: payload, CreatedAt: now, ExpiresAt: exp})
 	if err != nil {

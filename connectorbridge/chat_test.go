@@ -431,3 +431,15 @@ func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
 		t.Fatalf("outbound = %+v", out)
 	}
 }
+
+// A maximal message of characters JSON would escape still fits the queue.
+func TestChatMaximalEscapableText(t *testing.T) {
+	e := newChatEnv(t)
+	e.startChat(true, nil)
+	text := strings.Repeat("<&>", (64<<10)/3)
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: text})
+	m := e.waitSent(1)[0]
+	if m.Body != text || m.ID != "im_"+id {
+		t.Fatalf("body of %d bytes, id %s", len(m.Body), m.ID)
+	}
+}

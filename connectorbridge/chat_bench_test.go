@@ -15,8 +15,8 @@ import (
 type notifyChat struct{ got chan backendkit.Message }
 
 func (n notifyChat) Send(_ context.Context, m backendkit.Message) error { n.got <- m; return nil }
-func (notifyChat) Ack(context.Context, backendkit.Ack) error           { return nil }
-func (notifyChat) Activity(context.Context, backendkit.Activity) error { return nil }
+func (notifyChat) Ack(context.Context, backendkit.Ack) error            { return nil }
+func (notifyChat) Activity(context.Context, backendkit.Activity) error  { return nil }
 
 // BenchmarkIMRelay measures one inbound IM message through the bridge
 // (chat.message push, durable store, chat.message.ack, delivery to the

@@ -596,7 +596,7 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 					b.log.Info("fetching or offering an inbound file failed; will retry", "message_id", it.MessageID, "error", err)
 					return true
 				}
-				b.log.Warn("an inbound file was not transferred", "message_id", it.MessageID, "error", err)
+				cs.logRefusal("an inbound file was not transferred", "message_id", it.MessageID, "error", err)
 				notes = append(notes, fmt.Sprintf("[file %q was not transferred: %s]", f.Filename, fileReason(err)))
 				continue
 			}
@@ -767,7 +767,7 @@ func (cs *chatSide) deliverOutbound(ctx context.Context) bool {
 					b.log.Info("sending a shared file to the connector failed; will retry", "message_id", it.MessageID, "error", err)
 					return true
 				}
-				b.log.Warn("a shared file was not sent to the connector", "message_id", it.MessageID, "error", err)
+				cs.logRefusal("a shared file was not sent to the connector", "message_id", it.MessageID, "error", err)
 				notes = append(notes, fmt.Sprintf("[file %q was not sent: %s]", wire.SafeFilename(f.Name), fileReason(err)))
 				continue
 			}

@@ -402,7 +402,7 @@ func TestChatSendConsentAndShape(t *testing.T) {
 	if out := f.out.take(); len(out) != 1 || out[0].AttrValue("to") != "bob@example.test" {
 		t.Fatalf("the consented message to bob: %v", out)
 	}
-	err := chat.Send(ctx, backendkit.Message{Endpoint: ep, Resource: "ch", To: alice, ID: "reply-1", Body: "<x/> \x00 ok", ReplyTo: "a1", Store: true,
+	err := chat.Send(ctx, backendkit.Message{Endpoint: ep, Resource: "ch", To: alice, ID: "reply-1", Body: "<x/> \x00 ok", ReplyTo: "a1", Store: true, Nick: " Bob\x01 ",
 		Files: []backendkit.File{{URL: "https://up.example.test/f.txt", Name: "f\x01.txt"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -426,6 +426,9 @@ func TestChatSendConsentAndShape(t *testing.T) {
 	}
 	if m.Child(ns.Reply, "reply").AttrValue("id") != "a1" || m.Child(ns.Hints, "store") == nil || m.Child(ns.ChatStates, "active") == nil {
 		t.Fatalf("message %s", m)
+	}
+	if n := m.Child(ns.Nick, "nick"); n == nil || n.Text != "Bob\uFFFD" {
+		t.Fatalf("nick %v", n)
 	}
 	if d := m.Child(ns.OOB, "x").Child(ns.OOB, "desc").Text; d != "f\uFFFD.txt" {
 		t.Fatalf("file name %q", d)

@@ -166,6 +166,11 @@ func (c *chat) Send(ctx context.Context, m backendkit.Message) error {
 	if r := ident(m.ReplyTo); r != "" {
 		el.Add(xmltree.New(ns.Reply, "reply", "id", r, "to", to.Bare().String()))
 	}
+	if n := clipTo(m.Nick, maxNameBytes); n != "" {
+		// XEP-0172: the display name of the person the message speaks
+		// for (an IM network user behind a connector).
+		el.Add(xmltree.New(ns.Nick, "nick").WithText(n))
+	}
 	el.Add(oob...)
 	el.Add(form)
 	// XEP-0085 5.1: a message may carry <active/> whether or not the
@@ -320,10 +325,12 @@ func questionText(q *backendkit.Question) string {
 }
 
 // clip is untrusted display text made safe for XML and bounded.
-func clip(s string) string {
-	s = xmltree.Sanitize(s)
-	if len(s) > maxQuestionText {
-		s = strings.ToValidUTF8(s[:maxQuestionText], "")
+func clip(s string) string { return clipTo(s, maxQuestionText) }
+
+func clipTo(s string, n int) string {
+	s = strings.TrimSpace(xmltree.Sanitize(s))
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
 	}
 	return s
 }

@@ -6,11 +6,11 @@ of each shared (XEP-0066) file downloaded over HTTP; receipts and chat
 states are printed too. It reads one JSON command a line on stdin:
 
   {"cmd": "send", "to": JID, "body": s, "thread": t, "id": id,
-   "file_b64": data, "name": n, "reply_to": id}
+   "file_b64": data, "name": n, "reply_to": id, "receipt": true}
       uploads the file, if any, through the server's XEP-0363 service
       (slot request built by hand, HTTP PUT), then sends a chat message
-      with the URL in the body and an OOB element, a receipt request, an
-      origin-id and <active/>;
+      with the URL in the body and an OOB element, a receipt request
+      (unless "receipt" is false), an origin-id and <active/>;
   {"cmd": "quit"}
 
 Nothing of agentgw's Go code is involved.
@@ -81,7 +81,8 @@ async def scenario(x):
                 files.append({"url": u, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
             out(event="message", id=xml.get("id", ""), origin_id=origin.get("id") if origin is not None else "",
                 thread=thread.text if thread is not None else "", body=body.text if body is not None else "",
-                files=files, store=xml.find("{urn:xmpp:hints}store") is not None, **{"from": xml.get("from", "")})
+                files=files, store=xml.find("{urn:xmpp:hints}store") is not None,
+                nick=(xml.findtext("{http://jabber.org/protocol/nick}nick") or ""), **{"from": xml.get("from", "")})
         asyncio.ensure_future(report())
 
     x.register_handler(Callback("chat", MatchXPath("{%s}message" % ac.CLIENT), on_message))
@@ -107,7 +108,8 @@ async def scenario(x):
         if cmd.get("thread"):
             m["thread"] = cmd["thread"]
         m.append(ac.el(SID, "origin-id", id=cmd["id"]))
-        m.append(ac.el(RECEIPTS, "request"))
+        if cmd.get("receipt", True):
+            m.append(ac.el(RECEIPTS, "request"))
         m.append(ac.el(CHATSTATES, "active"))
         if cmd.get("reply_to"):
             m.append(ac.el(REPLY, "reply", id=cmd["reply_to"], to=cmd["to"].split("/")[0]))

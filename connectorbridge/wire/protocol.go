@@ -704,3 +704,16 @@ func ParseDescriptor(raw json.RawMessage, card *Card, channelID string) (*Descri
 // TruncateRunes cuts s to at most max runes, for bounding
 // connector-supplied text.
 func TruncateRunes(s string, max int) string { return backendkit.Truncate(s, max) }
+
+// HasProfile reports whether the channel enabled profile p.
+func (d *Descriptor) HasProfile(p string) bool {
+	if d == nil {
+		return false
+	}
+	for _, q := range d.Connection.Profiles {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}

@@ -26,6 +26,7 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
+	Messaging  Messaging  `toml:"messaging"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -198,6 +199,18 @@ type Connector struct {
 	BaseURL    string `toml:"base_url"`
 	APIKeyEnv  string `toml:"api_key_env"`
 	APIKeyFile string `toml:"api_key_file"`
+	// Inbox is the bare JID that receives the IM network's messages (IM
+	// Profile v2) and whose replies go back; empty bridges tools only.
+	Inbox string `toml:"inbox"`
+	// UploadService is the XEP-0363 service JID for inbound files; empty
+	// discovers it on the server's domain.
+	UploadService string `toml:"upload_service"`
+	// DownloadOrigins are further origins (scheme://host[:port]) files
+	// that XMPP users share may be downloaded from, beside the upload
+	// service's own.
+	DownloadOrigins []string `toml:"download_origins"`
+	// MaxFileBytes caps one file each way. Default 10 MiB.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
 // Load reads and validates the file at path.
@@ -292,6 +305,7 @@ func (c *Config) applyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	c.Messaging.applyDefaults()
 }
 
 // Validate checks the whole config and reports every problem it finds.
@@ -423,6 +437,25 @@ func (c *Config) Validate() error {
 			if (a.Connector.APIKeyEnv == "") == (a.Connector.APIKeyFile == "") {
 				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
 			}
+			if in := a.Connector.Inbox; in != "" {
+				if j, err := jid.Parse(in); err != nil || j.Resourcepart() != "" {
+					add("%s: [agents.connector] inbox must be a bare JID", where)
+				}
+			}
+			if us := a.Connector.UploadService; us != "" {
+				if j, err := jid.Parse(us); err != nil || j.Resourcepart() != "" || j.Localpart() != "" {
+					add("%s: [agents.connector] upload_service must be a service JID (a domain)", where)
+				}
+			}
+			for _, o := range a.Connector.DownloadOrigins {
+				if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+					u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+					add("%s: [agents.connector] download_origins entries must be scheme://host[:port]", where)
+				}
+			}
+			if a.Connector.MaxFileBytes < 0 || a.Connector.MaxFileBytes > 1<<30 {
+				add("%s: [agents.connector] max_file_bytes must be between 0 (default 10 MiB) and 1 GiB", where)
+			}
 		}
 		if a.A2A != nil {
 			n++
@@ -434,6 +467,7 @@ func (c *Config) Validate() error {
 			add("%s: set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.a2a]", where)
 		}
 	}
+	errs = append(errs, c.Messaging.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -51,7 +51,17 @@ type Options struct {
 	// starts, so nothing is missed (see Client.OnMessage).
 	OnMessage  func(*xmltree.Element)
 	OnPresence func(*xmltree.Element)
+	// OnIQ, if set, receives every inbound IQ get or set instead of the
+	// built-in answer (pong, else service-unavailable); it must send
+	// exactly one reply. Calls run on a small pool of goroutines of their
+	// own, so they may call Send and SendIQ; when all are busy the
+	// stream's reader waits, which pushes back on the server. This is how
+	// an endpoint run as a C2S client (agentgw host) serves its IQs.
+	OnIQ func(*xmltree.Element)
 }
+
+// iqWorkers is the size of the OnIQ pool.
+const iqWorkers = 8
 
 // maxHeld bounds the stanzas kept for a callback not yet registered.
 const maxHeld = 1024
@@ -66,6 +76,8 @@ type Client struct {
 	pending  map[string]chan *xmltree.Element
 	onMsg    func(*xmltree.Element)
 	onPres   func(*xmltree.Element)
+	onIQ     func(*xmltree.Element)
+	iqIn     chan *xmltree.Element
 	queue    []*xmltree.Element // inbound messages and presences awaiting callbacks
 	queueSig chan struct{}
 	held     map[string][]*xmltree.Element // by stanza name, while its callback is nil
@@ -144,9 +156,16 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		onMsg:     o.OnMessage,
 		onPres:    o.OnPresence,
 		held:      make(map[string][]*xmltree.Element),
+		onIQ:      o.OnIQ,
 	}
 	if c.iqTimeout <= 0 {
 		c.iqTimeout = 30 * time.Second
+	}
+	if c.onIQ != nil {
+		c.iqIn = make(chan *xmltree.Element, iqWorkers*4)
+		for i := 0; i < iqWorkers; i++ {
+			go c.serveIQs()
+		}
 	}
 	go c.serve()
 	go c.dispatch()
@@ -488,6 +507,13 @@ func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) 
 				}
 			}
 		case "get", "set":
+			if c.onIQ != nil {
+				select {
+				case c.iqIn <- el:
+				case <-c.done:
+				}
+				return nil
+			}
 			_, err := xmlstream.Copy(rw, iqReply(el).Tokens())
 			return err
 		}
@@ -512,6 +538,18 @@ func iqReply(req *xmltree.Element) *xmltree.Element {
 	}
 	reply.SetAttr("type", "error")
 	return reply.Add(agentproto.ErrServiceUnavailable().Element(NS))
+}
+
+// serveIQs hands inbound IQ requests to OnIQ until the stream ends.
+func (c *Client) serveIQs() {
+	for {
+		select {
+		case el := <-c.iqIn:
+			c.onIQ(el)
+		case <-c.done:
+			return
+		}
+	}
 }
 
 func (c *Client) dispatch() {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
+	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/clock"
@@ -60,6 +61,9 @@ type Gateway struct {
 	Component *component.Component
 	Presence  *dirxmpp.Presence
 	Metrics   *metrics.Metrics
+	// SelfReg is the Self Registration profile; nil when
+	// [xmpp] self_register_domains is empty.
+	SelfReg *dirxmpp.SelfRegistration
 
 	backends map[string]tasks.Backend
 	// bindings is the one connector binding driver of DB, shared by the
@@ -187,6 +191,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetReferenceChecker(g.Engine)
 
+	if len(cfg.XMPP.SelfRegisterDomains) > 0 {
+		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, selfregsqlite.New(g.DB), g.opts.Clock.Now, log)
+	}
 	g.Presence = dirxmpp.Register(g.Router, dirxmpp.Deps{
 		Domain:        g.domain,
 		GatewayName:   cfg.XMPP.GatewayName,
@@ -197,6 +204,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		ReplaySeconds: cfg.Tasks.ReplaySeconds,
 		Sender:        g.Component,
 		Log:           log,
+		SelfRegister:  g.SelfReg,
 	})
 	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
 	g.Metrics.SetTaskStateSource(g.taskCounts)
@@ -313,6 +321,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("task engine: %w", err)
 	}
 	g.Component.OnConnect(func(ctx context.Context) { g.Presence.Rebroadcast(ctx) })
+	if g.SelfReg != nil {
+		g.Component.OnConnect(g.SelfReg.Resubscribe)
+	}
 	err := g.Component.Run(ctx)
 	cancel()
 	wg.Wait()

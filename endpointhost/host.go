@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -313,7 +312,7 @@ func (h *Host) session(ctx context.Context) (time.Duration, error) {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := xmppclient.Dial(dctx, xmppclient.Options{
 		JID: full.String(), Password: h.o.Password, Server: h.o.Server, TLS: h.o.TLS,
-		OnIQ:       func(el *xmltree.Element) { p.iq(ctx, el) },
+		OnIQ:       func(el *xmltree.Element) *xmltree.Element { return p.iq(ctx, el) },
 		OnMessage:  func(el *xmltree.Element) { p.message(ctx, el) },
 		OnPresence: func(el *xmltree.Element) { p.presence(ctx, el) },
 	})
@@ -370,6 +369,7 @@ func (h *Host) gatewayPresence(ctx context.Context, pr component.Presence) {
 	if h.gateway.Domainpart() == "" || !pr.From.Bare().Equal(h.gateway) {
 		return
 	}
+	h.log.Debug("host: presence from the gateway", "type", pr.Type)
 	if pr.Type == "subscribe" {
 		_ = h.sender.Send(ctx, component.NewPresence("subscribed", h.account, h.gateway))
 	}
@@ -410,6 +410,3 @@ func (h *Host) kick() {
 	default:
 	}
 }
-
-// domainOf is the domain part of a bare JID.
-func domainOf(s string) string { return s[strings.LastIndexByte(s, '@')+1:] }

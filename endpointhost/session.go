@@ -103,12 +103,15 @@ func (p *pump) addresses(el *xmltree.Element) (from, to jid.JID, ok bool) {
 }
 
 // iq answers one IQ get or set: exactly one reply, whatever happens.
-func (p *pump) iq(ctx context.Context, el *xmltree.Element) {
+func (p *pump) iq(ctx context.Context, el *xmltree.Element) *xmltree.Element {
 	from, to, ok := p.addresses(el)
 	id := el.AttrValue("id")
 	var reply *xmltree.Element
 	if !ok {
 		reply = component.NewIQ("error", id, p.self, from, agentproto.NewError(agentproto.CondJIDMalformed, "").Element(component.NSComponent))
+	} else if isRosterPush(el, from, p.account) {
+		// RFC 6121 2.1.6: acknowledge the server's roster pushes.
+		reply = component.NewIQ("result", id, p.self, from, nil)
 	} else {
 		iq := component.IQ{ID: id, Type: el.AttrValue("type"), From: from, To: to, Raw: el}
 		if len(el.Children) > 0 {
@@ -119,7 +122,7 @@ func (p *pump) iq(ctx context.Context, el *xmltree.Element) {
 	if el.AttrValue("from") == "" {
 		dropAttr(reply, "to") // back to our own server
 	}
-	_ = p.sender.Send(ctx, reply)
+	return toClient(reply)
 }
 
 func (p *pump) dispatch(ctx context.Context, iq component.IQ) (reply *xmltree.Element) {
@@ -157,4 +160,10 @@ func dropAttr(el *xmltree.Element, local string) {
 		}
 	}
 	el.Attr = kept
+}
+
+// isRosterPush reports a roster push from the account's own server.
+func isRosterPush(el *xmltree.Element, from, account jid.JID) bool {
+	return el.AttrValue("type") == "set" && from.Equal(account) && len(el.Children) == 1 &&
+		el.Children[0].Name.Space == "jabber:iq:roster"
 }

@@ -51,17 +51,17 @@ type Options struct {
 	// starts, so nothing is missed (see Client.OnMessage).
 	OnMessage  func(*xmltree.Element)
 	OnPresence func(*xmltree.Element)
-	// OnIQ, if set, receives every inbound IQ get or set instead of the
-	// built-in answer (pong, else service-unavailable); it must send
-	// exactly one reply. Calls run on a small pool of goroutines of their
-	// own, so they may call Send and SendIQ; when all are busy the
-	// stream's reader waits, which pushes back on the server. This is how
-	// an endpoint run as a C2S client (agentgw host) serves its IQs.
-	OnIQ func(*xmltree.Element)
+	// OnIQ, if set, answers every inbound IQ get or set instead of the
+	// built-in answer (pong, else service-unavailable): it returns the one
+	// reply (in NS or no namespace). It runs on the stream's read loop, so
+	// nothing else is read meanwhile and it must be quick; it may call
+	// Send (mellium takes the output lock only for the reply). This is how
+	// an endpoint run as a C2S client (agentgw host) serves its IQs; a
+	// reply written here also keeps mellium from sending its own default
+	// service-unavailable, which it does for every IQ its handler leaves
+	// unanswered.
+	OnIQ func(*xmltree.Element) *xmltree.Element
 }
-
-// iqWorkers is the size of the OnIQ pool.
-const iqWorkers = 8
 
 // maxHeld bounds the stanzas kept for a callback not yet registered.
 const maxHeld = 1024
@@ -76,8 +76,7 @@ type Client struct {
 	pending  map[string]chan *xmltree.Element
 	onMsg    func(*xmltree.Element)
 	onPres   func(*xmltree.Element)
-	onIQ     func(*xmltree.Element)
-	iqIn     chan *xmltree.Element
+	onIQ     func(*xmltree.Element) *xmltree.Element
 	queue    []*xmltree.Element // inbound messages and presences awaiting callbacks
 	queueSig chan struct{}
 	held     map[string][]*xmltree.Element // by stanza name, while its callback is nil
@@ -132,7 +131,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	session, err := xmpp.NewClientSession(ctx, addr, conn,
 		steps.stage("TLS", starttls(tlsCfg)),
 		steps.stage("auth", xmpp.SASL("", o.Password, sasl.ScramSha256, sasl.ScramSha1, sasl.Plain)),
-		steps.stage("bind", xmpp.BindResource()),
+		steps.stage("bind", bindAs(addr)),
 	)
 	if err == nil {
 		err = steps.check()
@@ -160,12 +159,6 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	if c.iqTimeout <= 0 {
 		c.iqTimeout = 30 * time.Second
-	}
-	if c.onIQ != nil {
-		c.iqIn = make(chan *xmltree.Element, iqWorkers*4)
-		for i := 0; i < iqWorkers; i++ {
-			go c.serveIQs()
-		}
 	}
 	go c.serve()
 	go c.dispatch()
@@ -227,6 +220,68 @@ func starttls(cfg *tls.Config) xmpp.StreamFeature {
 	}
 	return f
 }
+
+// bindAs binds addr's resource, or lets the server pick one when addr
+// has none. mellium v0.22's own client bind writes the (still empty) JID
+// into <resource/>, so a requested resource was silently replaced by a
+// random one; this negotiates the client side itself (RFC 6120 7.6).
+func bindAs(addr jid.JID) xmpp.StreamFeature {
+	f := xmpp.BindResource()
+	f.Negotiate = func(ctx context.Context, s *xmpp.Session, _ interface{}) (xmpp.SessionState, io.ReadWriter, error) {
+		r := s.TokenReader()
+		defer r.Close()
+		w := s.TokenWriter()
+		defer w.Close()
+		id := "bind-" + randomHex(8)
+		bind := xmltree.New(nsBind, "bind")
+		if res := addr.Resourcepart(); res != "" {
+			bind.Add(xmltree.New(nsBind, "resource").WithText(res))
+		}
+		req := xmltree.New(NS, "iq", "type", "set", "id", id).Add(bind)
+		if _, err := xmlstream.Copy(w, req.Tokens()); err != nil {
+			return 0, nil, err
+		}
+		if err := w.Flush(); err != nil {
+			return 0, nil, err
+		}
+		d := xml.NewTokenDecoder(r)
+		tok, err := d.Token()
+		if err != nil {
+			return 0, nil, err
+		}
+		start, ok := tok.(xml.StartElement)
+		if !ok || start.Name.Local != "iq" {
+			return 0, nil, errors.New("the server did not answer the bind request with an IQ")
+		}
+		resp, err := xmltree.Decode(d, start, xmltree.DefaultLimits)
+		if err != nil {
+			return 0, nil, err
+		}
+		if resp.AttrValue("id") != id {
+			return 0, nil, errors.New("the bind answer has another id")
+		}
+		if resp.AttrValue("type") != "result" {
+			if se := agentproto.ParseError(resp); se != nil {
+				return 0, nil, fmt.Errorf("the server refused the resource: %s", se.Condition)
+			}
+			return 0, nil, errors.New("the server refused the resource")
+		}
+		var bound jid.JID
+		if b := resp.Child(nsBind, "bind"); b != nil {
+			if j := b.Child(nsBind, "jid"); j != nil {
+				bound, err = jid.Parse(j.Text)
+			}
+		}
+		if err != nil || bound.Resourcepart() == "" {
+			return 0, nil, errors.New("the bind answer carries no full JID")
+		}
+		s.UpdateAddr(bound)
+		return xmpp.Ready, nil, nil
+	}
+	return f
+}
+
+const nsBind = "urn:ietf:params:xml:ns:xmpp-bind"
 
 type stageError struct {
 	stage string
@@ -507,14 +562,11 @@ func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) 
 				}
 			}
 		case "get", "set":
+			reply := iqReply(el)
 			if c.onIQ != nil {
-				select {
-				case c.iqIn <- el:
-				case <-c.done:
-				}
-				return nil
+				reply = qualify(c.onIQ(el), NS)
 			}
-			_, err := xmlstream.Copy(rw, iqReply(el).Tokens())
+			_, err := xmlstream.Copy(rw, reply.Tokens())
 			return err
 		}
 	case "message", "presence":
@@ -538,18 +590,6 @@ func iqReply(req *xmltree.Element) *xmltree.Element {
 	}
 	reply.SetAttr("type", "error")
 	return reply.Add(agentproto.ErrServiceUnavailable().Element(NS))
-}
-
-// serveIQs hands inbound IQ requests to OnIQ until the stream ends.
-func (c *Client) serveIQs() {
-	for {
-		select {
-		case el := <-c.iqIn:
-			c.onIQ(el)
-		case <-c.done:
-			return
-		}
-	}
 }
 
 func (c *Client) dispatch() {

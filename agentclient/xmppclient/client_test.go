@@ -247,3 +247,23 @@ func TestSendIQTimeout(t *testing.T) {
 		t.Fatalf("ping after timeout: %v %s", err, reply)
 	}
 }
+
+// TestRequestedResourceIsBound: a JID with a resource binds exactly it
+// (agentgw host's callers address account/agent).
+func TestRequestedResourceIsBound(t *testing.T) {
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Register(ctx, "bot", "bot-pw"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := xmppclient.Dial(ctx, xmppclient.Options{JID: "bot@" + srv.Domain + "/agent", Password: "bot-pw", Server: srv.C2SAddr,
+		TLS: &tls.Config{InsecureSkipVerify: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.JID().String(); got != "bot@"+srv.Domain+"/agent" {
+		t.Fatalf("bound %s, want resource agent", got)
+	}
+}

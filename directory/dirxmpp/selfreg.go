@@ -138,16 +138,18 @@ func (sr *SelfRegistration) handle(ctx context.Context, a *admin, iq component.I
 	return res, nil
 }
 
-// follow subscribes the gateway to an account's presence and probes it.
-// Both are queued, never awaited.
+// follow subscribes the gateway to an account's presence (queued, never
+// awaited). A subscribe alone also serves as the probe: for a contact
+// already subscribed the server answers with the account's current
+// presence (RFC 6121 3.1.3). A probe sent beside a first subscribe is
+// answered "unsubscribed", which Prosody records as a refusal of the
+// pending request, so the account's approval then changes nothing.
 func (sr *SelfRegistration) follow(ctx context.Context, account jid.JID) {
 	if sr.sender == nil {
 		return
 	}
-	for _, typ := range []string{"subscribe", "probe"} {
-		if err := sr.sender.Send(ctx, component.NewPresence(typ, sr.gateway, account)); err != nil {
-			sr.log.Warn("self-registration: presence not sent", "type", typ, "err", err)
-		}
+	if err := sr.sender.Send(ctx, component.NewPresence("subscribe", sr.gateway, account)); err != nil {
+		sr.log.Warn("self-registration: presence subscription not sent", "err", err)
 	}
 }
 
@@ -187,6 +189,7 @@ func (sr *SelfRegistration) handlePresence(_ context.Context, pr component.Prese
 	if !sr.offered(bare) || !sr.reader.Exists(bare) {
 		return
 	}
+	sr.log.Debug("self-registration: account presence", "from", pr.From.String(), "type", pr.Type)
 	res := pr.From.Resourcepart()
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
@@ -215,7 +218,7 @@ func (sr *SelfRegistration) handlePresence(_ context.Context, pr component.Prese
 				delete(sr.online, bare)
 			}
 		}
-	case "unsubscribed", "error":
+	case "error":
 		delete(sr.online, bare)
 	}
 }

@@ -33,7 +33,7 @@ func everythingCommand(t testing.TB) string {
 
 // startHost runs `agentgw host` for user@server-domain backed by
 // server-everything, and waits until it registered at the gateway.
-func startHost(t *testing.T, e *Env, name, user string, waitFor string) *Proc {
+func startHost(t testing.TB, e *Env, name, user string, waitFor string) *Proc {
 	t.Helper()
 	p := &Proc{t: t, LogPath: filepath.Join(e.Dir, name+".log"), exited: make(chan struct{})}
 	out, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -66,7 +66,7 @@ func startHost(t *testing.T, e *Env, name, user string, waitFor string) *Proc {
 	return p
 }
 
-func selfRegEnv(t *testing.T, o Options) *Env {
+func selfRegEnv(t testing.TB, o Options) *Env {
 	o.Mutate = func(c *config.Config) { c.XMPP.SelfRegisterDomains = c.XMPP.LocalDomains }
 	return Start(t, o)
 }

@@ -33,3 +33,32 @@ self_register_domains = ["`+b.entry+`"]`, 1)
 		}
 	}
 }
+
+func TestLoadHost(t *testing.T) {
+	h, err := LoadHost(write(t, `
+name = "bot"
+visible_to = ["ops@example.test"]
+[mcp]
+command = ["node", "server.js", "stdio"]
+[tasks]
+default_timeout_seconds = 600
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Name != "bot" || len(h.MCP.Command) != 3 || h.Tasks.DefaultTimeoutSeconds != 600 || h.Dir == "" {
+		t.Fatalf("host file = %+v", h)
+	}
+	for body, want := range map[string]string{
+		`name = "x"`: "an [mcp] table (command or url) is required",
+		"[mcp]\ncommand = [\"a\"]\nurl = \"http://x\"":              "exactly one of command or url",
+		"manifest = \"m.json\"\n[mcp]\nurl = \"http://x\"":          "manifest is not used",
+		"[connector]\nbase_url = \"http://x\"\napi_key_env = \"K\"": "not supported by agentgw host",
+		"visible_to = [\"a b\"]\n[mcp]\nurl = \"http://x\"":         "visible_to entry",
+		"colour = 1\n[mcp]\nurl = \"http://x\"":                     "unknown keys: colour",
+	} {
+		if _, err := LoadHost(write(t, body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", body, err, want)
+		}
+	}
+}

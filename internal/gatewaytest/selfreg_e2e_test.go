@@ -87,7 +87,7 @@ func TestHostSelfRegistersAndServes(t *testing.T) {
 	// Invoked directly at its full JID: echo, progress, elicitation,
 	// cancel; then task-state from a new session (a reconnected caller).
 	checks := runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "invoke", "--endpoint", full)
-	requireChecks(t, checks, "pin", "echo", "progress", "elicitation", "cancel")
+	requireChecks(t, checks, "pin", "echo", "progress", "elicitation", "cancel", "deadline")
 	var cancelled string
 	for _, c := range checks {
 		if c["check"] == "cancel" {

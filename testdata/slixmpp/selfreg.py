@@ -16,6 +16,7 @@ Modes (--mode):
 """
 
 import asyncio
+import datetime
 import json
 import secrets
 import time
@@ -35,12 +36,14 @@ def extra_args(p):
     p.add_argument("--wait", type=float, default=0)
 
 
-def invoke_el(tool, version, mhash, args, request_id):
+def invoke_el(tool, version, mhash, args, request_id, deadline=None):
     e = el(TASK, "invoke", api_version=version, request_id=request_id, tool=tool)
     mh = el(TASK, "manifest-hash")
     mh.append(el(HASHES, "hash", mhash, algo="sha-256"))
     e.append(mh)
     e.append(el(TASK, "arguments", json.dumps(args), media_type="application/json"))
+    if deadline:
+        e.append(el(TASK, "deadline", deadline))
     return e
 
 
@@ -70,9 +73,9 @@ class Hosted:
                 expect(t in names, "tool %s missing", t)
             emit("pin", endpoint=self.ep, version=self.version, hash=self.hash)
 
-    async def invoke(self, tool, args, rid=None):
+    async def invoke(self, tool, args, rid=None, deadline=None):
         rid = rid or "req-" + secrets.token_hex(16)
-        acc = await self.x.result("set", self.ep, invoke_el(tool, self.version, self.hash, args, rid), q(TASK, "accepted"))
+        acc = await self.x.result("set", self.ep, invoke_el(tool, self.version, self.hash, args, rid, deadline), q(TASK, "accepted"))
         return acc.get("task-id"), rid
 
     async def state(self, tid):
@@ -124,6 +127,14 @@ class Hosted:
             ev = await self.x.wait_event(tid, lambda e: e["type"] in TERMINAL, "terminal")
             expect(ev["type"] == "cancelled", "cancel ended %s", ev["type"])
             emit("cancel", task=tid, cancelled_task=tid)
+        with check("deadline"):
+            at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)
+            tid, _ = await self.invoke("trigger-long-running-operation", {"duration": 30, "steps": 30},
+                                       deadline=at.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+            ev = await self.x.wait_event(tid, lambda e: e["type"] in TERMINAL, "terminal")
+            expect(ev["type"] == "failed" and ev["payload"]["error"]["code"] == "deadline-expired",
+                   "deadline task ended %s %s", ev["type"], ev["payload"])
+            emit("deadline", task=tid)
 
     async def run_state(self):
         with check("reconnect-state"):

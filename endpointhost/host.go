@@ -201,6 +201,12 @@ func New(ctx context.Context, o Options) (*Host, error) {
 		holds := h.Engine.HoldsTask(ctx, caller, ep)
 		return may || holds
 	})
+	// The gateway's default budgets (federation.DefaultRates and
+	// DefaultLocalRates): every IQ get or set passes them first.
+	limiter := federation.NewLimiter(nil, nil, 0, h.Policy.IsLocal)
+	h.router.SetLimiter(func(requester jid.JID, space, local string) bool {
+		return limiter.Allow(requester.String(), federation.OpOf(space, local))
+	})
 	h.router.HandleMessage(notifier.HandleMessage)
 	h.router.HandlePresence(h.gatewayPresence)
 	ok = true

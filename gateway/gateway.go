@@ -377,17 +377,7 @@ func rates(f config.Rates) map[federation.Op]federation.Rate {
 }
 
 // opClass maps an IQ payload to its rate-limit budget.
-func opClass(space, local string) federation.Op {
-	switch {
-	case space == ns.Task && local == "invoke":
-		return federation.OpInvoke
-	case space == ns.Task:
-		return federation.OpInput
-	case space == ns.API && (local == "manifest-request" || local == "schema-request"):
-		return federation.OpSchema
-	}
-	return federation.OpDiscovery
-}
+func opClass(space, local string) federation.Op { return federation.OpOf(space, local) }
 
 // backendStartWait bounds how long Run waits for backends before it starts
 // the task engine and connects to the XMPP server.

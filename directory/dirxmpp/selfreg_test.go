@@ -125,7 +125,9 @@ func TestSelfRegistration(t *testing.T) {
 	}
 	// The gateway asked for the account's presence.
 	sent := h.sender.take()
-	if !slices.ContainsFunc(sent, func(s string) bool { return strings.Contains(s, "type='subscribe'") || strings.Contains(s, `type="subscribe"`) }) {
+	if !slices.ContainsFunc(sent, func(s string) bool {
+		return strings.Contains(s, "type='subscribe'") || strings.Contains(s, `type="subscribe"`)
+	}) {
 		t.Fatalf("no presence subscription sent: %v", sent)
 	}
 

@@ -241,8 +241,8 @@ func (sr *SelfRegistration) listed(endpoint string) bool {
 	return sr.Online(endpoint)
 }
 
-// mapSelfErr turns the directory's ownership refusal into the spec's
-// forbidden; everything else maps like an admin operation.
+// isNotOwner tells the directory's ownership refusal, which admin.mapErr
+// answers with the spec's forbidden.
 func isNotOwner(err error) bool { return errors.Is(err, directory.ErrNotOwner) }
 
 // selfRegisterFeature advertises the profile to the principals it is

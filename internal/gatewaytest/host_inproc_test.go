@@ -82,4 +82,24 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "hello hosted") {
 		t.Fatalf("echo at the hosted endpoint: %v %+v", err, out)
 	}
+	WaitFor(t, 10*time.Second, "the gateway sees the host online", func() bool { return e.Gateway.SelfReg.Online(bot) })
+
+	// The XMPP server restarts: the host reconnects on its own, the
+	// gateway follows its presence again, and it serves as before.
+	// (The echo answers only once the host has a new session; the
+	// gateway's presence state was reset when its own stream came back.)
+	if err := e.Server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 60*time.Second, "the gateway's stream is back", func() bool { return e.Gateway.Component.Stats().Connects >= 2 })
+	c = e.Dial("alice")
+	WaitFor(t, 60*time.Second, "the hosted endpoint answers after the restart", func() bool {
+		_, err := c.GetManifest(ctx, jid.MustParse(bot+"/agent"), "")
+		return err == nil
+	})
+	out, err = c.Call(ctx, jid.MustParse(bot+"/agent"), "echo", json.RawMessage(`{"message":"after the restart"}`), agentclient.CallOptions{})
+	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "after the restart") {
+		t.Fatalf("echo after the restart: %v %+v", err, out)
+	}
+	WaitFor(t, 10*time.Second, "the gateway sees the host online after the restart", func() bool { return e.Gateway.SelfReg.Online(bot) })
 }

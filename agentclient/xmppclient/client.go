@@ -545,6 +545,12 @@ func (c *Client) serve() {
 // Send. IQ replies go through the handler's own encoder.
 func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) error {
 	el, err := xmltree.Decode(rw, *start, xmltree.DefaultLimits)
+	if errors.Is(err, xmltree.ErrLimit) {
+		// A stanza past the limits (any sender can nest one deep enough)
+		// must not end the session: an IQ request gets resource-constraint,
+		// anything else is dropped. mellium skips the rest of the element.
+		return rejectOversize(rw, start)
+	}
 	if err != nil {
 		return err
 	}
@@ -576,6 +582,35 @@ func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) 
 		c.signal()
 	}
 	return nil
+}
+
+// rejectOversize answers an IQ get or set that exceeded the limits with
+// resource-constraint, quoting nothing of it but its id and sender.
+func rejectOversize(rw xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+	var id, typ, from string
+	for _, a := range start.Attr {
+		if a.Name.Space != "" {
+			continue
+		}
+		switch a.Name.Local {
+		case "id":
+			id = a.Value
+		case "type":
+			typ = a.Value
+		case "from":
+			from = a.Value
+		}
+	}
+	if start.Name.Local != "iq" || (typ != "get" && typ != "set") {
+		return nil
+	}
+	reply := xmltree.New(NS, "iq", "type", "error", "id", id)
+	if from != "" {
+		reply.SetAttr("to", from)
+	}
+	reply.Add(agentproto.ErrResourceConstraint("stanza exceeds the size limit").Element(NS))
+	_, err := xmlstream.Copy(rw, reply.Tokens())
+	return err
 }
 
 // iqReply answers pings and refuses everything else, so that no IQ sent to

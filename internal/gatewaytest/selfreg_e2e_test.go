@@ -2,6 +2,7 @@ package gatewaytest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +33,13 @@ func everythingCommand(t testing.TB) string {
 }
 
 // startHost runs `agentgw host` for user@server-domain backed by
-// server-everything, and waits until it registered at the gateway.
-func startHost(t testing.TB, e *Env, name, user string, waitFor string) *Proc {
+// server-everything (--mcp-command, or with backendArgs the flags given),
+// and waits until it logged waitFor.
+func startHost(t testing.TB, e *Env, name, user string, waitFor string, backendArgs ...string) *Proc {
 	t.Helper()
+	if len(backendArgs) == 0 {
+		backendArgs = []string{"--mcp-command", everythingCommand(t)}
+	}
 	p := &Proc{t: t, LogPath: filepath.Join(e.Dir, name+".log"), exited: make(chan struct{})}
 	out, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -42,8 +47,8 @@ func startHost(t testing.TB, e *Env, name, user string, waitFor string) *Proc {
 	}
 	cmd := exec.Command(Binary(t), "host", "--jid", e.JID(user), "--password-env", hostPasswordEnv,
 		"--server", e.Server.C2SAddr, "--gateway", e.Domain, "--ca-file", e.Server.CAFile,
-		"--store", filepath.Join(e.Dir, user+"-host.db"), "--log-level", "debug",
-		"--mcp-command", everythingCommand(t))
+		"--store", filepath.Join(e.Dir, user+"-host.db"), "--log-level", "debug")
+	cmd.Args = append(cmd.Args, backendArgs...)
 	cmd.Dir = e.Dir
 	cmd.Env = append(os.Environ(), hostPasswordEnv+"="+Password+user)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -117,7 +122,13 @@ func TestHostSelfRegistersAndServes(t *testing.T) {
 		}
 	}
 	host.Kill()
-	host = startHost(t, e, "host-2", "bot", "host: registered at the gateway")
+	// The restart describes the same backend with a host file instead.
+	cmdline := strings.Fields(everythingCommand(t))
+	hostFile := filepath.Join(e.Dir, "host.toml")
+	if err := os.WriteFile(hostFile, []byte(fmt.Sprintf("[mcp]\ncommand = [%q, %q, %q]\n[tasks]\ndefault_timeout_seconds = 600\n", cmdline[0], cmdline[1], cmdline[2])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host = startHost(t, e, "host-2", "bot", "host: registered at the gateway", "--config", hostFile)
 	requireChecks(t, runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "recover", "--endpoint", full,
 		"--task-id", taskID, "--request-id", requestID), "interrupted", "replay")
 

@@ -81,13 +81,15 @@ func selfRegEnv(t testing.TB, o Options) *Env {
 // Registration, with slixmpp as every caller.
 func TestHostSelfRegistersAndServes(t *testing.T) {
 	needSlixmpp(t)
-	e := selfRegEnv(t, Options{Users: []string{"alice", "bot", "mallory"}})
+	e := selfRegEnv(t, Options{Users: []string{"alice", "bot", "mallory"}, Agents: []Agent{{Localpart: "weather"}}})
 	bot := e.JID("bot")
+	virtual := e.Endpoint("weather").String()
 	full := bot + "/agent"
 	host := startHost(t, e, "host", "bot", "host: registered at the gateway")
 
 	// Listed beside the virtual endpoints, once the gateway saw it online.
 	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", bot, "--wait", "10")
+	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", virtual)
 
 	// Invoked directly at its full JID: echo, progress, elicitation,
 	// cancel; then task-state from a new session (a reconnected caller).
@@ -135,6 +137,7 @@ func TestHostSelfRegistersAndServes(t *testing.T) {
 	// Offline: the directory stops listing it within seconds.
 	host.Stop()
 	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", bot, "--absent", "--wait", "5")
+	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", virtual)
 
 	// The operator lists and bans it; the ban survives a gateway restart
 	// and refuses the host's next registration.

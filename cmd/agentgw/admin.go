@@ -97,6 +97,9 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
 	switch sub {
 	case "self-registered", "ban", "unban":
+		if sub == "ban" && strings.EqualFold(ep[strings.LastIndexByte(ep, '@')+1:], cfg.XMPP.ComponentDomain) {
+			return usagef("%s is a virtual endpoint below the component domain; ban applies to self-registered endpoints (use deactivate or remove-endpoint)", ep)
+		}
 		return adminSelfReg(ctx, sub, ep, *reason, reg, selfregsqlite.New(db), stdout)
 	case "register":
 		raw, err := os.ReadFile(pos[0])

@@ -56,14 +56,12 @@ type Gateway struct {
 	Policy    *federation.Policy
 	Grants    *federation.GrantTable
 	Limiter   *federation.Limiter
+	SelfReg   *dirxmpp.SelfRegistration // nil unless [xmpp] self_register_domains
 	Engine    *tasks.Engine
 	Router    *component.Router
 	Component *component.Component
 	Presence  *dirxmpp.Presence
 	Metrics   *metrics.Metrics
-	// SelfReg is the Self Registration profile; nil when
-	// [xmpp] self_register_domains is empty.
-	SelfReg *dirxmpp.SelfRegistration
 
 	backends map[string]tasks.Backend
 	// bindings is the one connector binding driver of DB, shared by the
@@ -116,6 +114,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, err
 	}
 	g.Registry.SetDomain(g.domain.String())
+	if len(cfg.XMPP.SelfRegisterDomains) > 0 {
+		// Self Registration's records and bans have a SQLite driver only.
+		if g.DB == nil {
+			return nil, errors.New("[xmpp] self_register_domains needs the SQLite store (no other selfregdb driver yet)")
+		}
+		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, selfregsqlite.New(g.DB), g.opts.Clock.Now, log)
+	}
 	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
 	if err != nil {
 		return nil, err
@@ -191,20 +196,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetReferenceChecker(g.Engine)
 
-	if len(cfg.XMPP.SelfRegisterDomains) > 0 {
-		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, selfregsqlite.New(g.DB), g.opts.Clock.Now, log)
-	}
 	g.Presence = dirxmpp.Register(g.Router, dirxmpp.Deps{
 		Domain:        g.domain,
 		GatewayName:   cfg.XMPP.GatewayName,
 		Reader:        g.Registry,
 		Admin:         g.Registry,
+		SelfRegister:  g.SelfReg,
 		Policy:        g.Policy,
 		TaskFeatures:  g.taskFeatures,
 		ReplaySeconds: cfg.Tasks.ReplaySeconds,
 		Sender:        g.Component,
 		Log:           log,
-		SelfRegister:  g.SelfReg,
 	})
 	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
 	g.Metrics.SetTaskStateSource(g.taskCounts)

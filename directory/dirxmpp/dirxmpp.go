@@ -58,10 +58,11 @@ type Deps struct {
 	ColdStart func(endpoint string) bool
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
+	Log    *slog.Logger
+
 	// SelfRegister offers the Self Registration profile; nil refuses it
 	// (forbidden) and leaves #self-register unadvertised.
 	SelfRegister *SelfRegistration
-	Log          *slog.Logger
 }
 
 type service struct {

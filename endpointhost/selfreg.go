@@ -55,11 +55,13 @@ func (h *Host) registrationLoop(ctx context.Context) {
 		}
 		var se *agentproto.StanzaError
 		if errors.As(err, &se) && se.Condition == agentproto.CondForbidden {
-			h.log.Error("host: the gateway refused the self-registration; is this account's domain in the gateway's [xmpp] self_register_domains, and is the endpoint banned?",
+			// A refusal is policy: asking again every few seconds changes
+			// nothing; the next login or manifest change tries again.
+			h.log.Error("host: the gateway refused the self-registration; is this account's domain in the gateway's [xmpp] self_register_domains, and is the endpoint banned? (tried again at the next login or manifest change)",
 				"gateway", h.gateway.String(), "err", err)
-		} else {
-			h.log.Warn("host: self-registration at the gateway failed; retrying", "gateway", h.gateway.String(), "err", err, "retry_in", retryRegistration)
+			continue
 		}
+		h.log.Warn("host: self-registration at the gateway failed; retrying", "gateway", h.gateway.String(), "err", err, "retry_in", retryRegistration)
 		retry.Reset(retryRegistration)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
+	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/clock"
@@ -58,6 +59,7 @@ type Gateway struct {
 	Policy    *federation.Policy
 	Grants    *federation.GrantTable
 	Limiter   *federation.Limiter
+	SelfReg   *dirxmpp.SelfRegistration // nil unless [xmpp] self_register_domains
 	Engine    *tasks.Engine
 	Router    *component.Router
 	Component *component.Component
@@ -118,6 +120,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, err
 	}
 	g.Registry.SetDomain(g.domain.String())
+	if len(cfg.XMPP.SelfRegisterDomains) > 0 {
+		// Self Registration's records and bans have a SQLite driver only.
+		if g.DB == nil {
+			return nil, errors.New("[xmpp] self_register_domains needs the SQLite store (no other selfregdb driver yet)")
+		}
+		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, selfregsqlite.New(g.DB), g.opts.Clock.Now, log)
+	}
 	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
 	if err != nil {
 		return nil, err
@@ -206,6 +215,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		GatewayName:   cfg.XMPP.GatewayName,
 		Reader:        g.Registry,
 		Admin:         g.Registry,
+		SelfRegister:  g.SelfReg,
 		Policy:        g.Policy,
 		TaskFeatures:  g.taskFeatures,
 		ChatFeatures:  g.Messaging.Features,
@@ -335,6 +345,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.Component.OnConnect(func(ctx context.Context) { g.Presence.Rebroadcast(ctx) })
 	g.Component.OnConnect(g.checkBlocking)
+	if g.SelfReg != nil {
+		g.Component.OnConnect(g.SelfReg.Resubscribe)
+	}
 	err := g.Component.Run(ctx)
 	cancel()
 	wg.Wait()
@@ -388,20 +401,7 @@ func rates(f config.Rates) map[federation.Op]federation.Rate {
 }
 
 // opClass maps an IQ payload to its rate-limit budget.
-func opClass(space, local string) federation.Op {
-	switch {
-	case space == ns.Task && local == "invoke":
-		return federation.OpInvoke
-	case space == ns.Task:
-		return federation.OpInput
-	case space == ns.Commands:
-		// A command stage may admit a task: limited like invoke.
-		return federation.OpInvoke
-	case space == ns.API && (local == "manifest-request" || local == "schema-request"):
-		return federation.OpSchema
-	}
-	return federation.OpDiscovery
-}
+func opClass(space, local string) federation.Op { return federation.OpOf(space, local) }
 
 // backendStartWait bounds how long Run waits for backends before it starts
 // the task engine and connects to the XMPP server.

@@ -6,6 +6,7 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
+	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
@@ -19,6 +20,7 @@ var migrations = []store.Migrations{
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
 	chatsqlite.Migrations,
+	selfregsqlite.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every

@@ -51,6 +51,16 @@ type Options struct {
 	// starts, so nothing is missed (see Client.OnMessage).
 	OnMessage  func(*xmltree.Element)
 	OnPresence func(*xmltree.Element)
+	// OnIQ, if set, answers every inbound IQ get or set instead of the
+	// built-in answer (pong, else service-unavailable): it returns the one
+	// reply (in NS or no namespace). It runs on the stream's read loop, so
+	// nothing else is read meanwhile and it must be quick; it may call
+	// Send (mellium takes the output lock only for the reply). This is how
+	// an endpoint run as a C2S client (agentgw host) serves its IQs; a
+	// reply written here also keeps mellium from sending its own default
+	// service-unavailable, which it does for every IQ its handler leaves
+	// unanswered.
+	OnIQ func(*xmltree.Element) *xmltree.Element
 }
 
 // maxHeld bounds the stanzas kept for a callback not yet registered.
@@ -66,6 +76,7 @@ type Client struct {
 	pending  map[string]chan *xmltree.Element
 	onMsg    func(*xmltree.Element)
 	onPres   func(*xmltree.Element)
+	onIQ     func(*xmltree.Element) *xmltree.Element
 	queue    []*xmltree.Element // inbound messages and presences awaiting callbacks
 	queueSig chan struct{}
 	held     map[string][]*xmltree.Element // by stanza name, while its callback is nil
@@ -120,7 +131,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	session, err := xmpp.NewClientSession(ctx, addr, conn,
 		steps.stage("TLS", starttls(tlsCfg)),
 		steps.stage("auth", xmpp.SASL("", o.Password, sasl.ScramSha256, sasl.ScramSha1, sasl.Plain)),
-		steps.stage("bind", xmpp.BindResource()),
+		steps.stage("bind", bindAs(addr)),
 	)
 	if err == nil {
 		err = steps.check()
@@ -144,6 +155,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		onMsg:     o.OnMessage,
 		onPres:    o.OnPresence,
 		held:      make(map[string][]*xmltree.Element),
+		onIQ:      o.OnIQ,
 	}
 	if c.iqTimeout <= 0 {
 		c.iqTimeout = 30 * time.Second
@@ -208,6 +220,68 @@ func starttls(cfg *tls.Config) xmpp.StreamFeature {
 	}
 	return f
 }
+
+// bindAs binds addr's resource, or lets the server pick one when addr
+// has none. mellium v0.22's own client bind writes the (still empty) JID
+// into <resource/>, so a requested resource was silently replaced by a
+// random one; this negotiates the client side itself (RFC 6120 7.6).
+func bindAs(addr jid.JID) xmpp.StreamFeature {
+	f := xmpp.BindResource()
+	f.Negotiate = func(ctx context.Context, s *xmpp.Session, _ interface{}) (xmpp.SessionState, io.ReadWriter, error) {
+		r := s.TokenReader()
+		defer r.Close()
+		w := s.TokenWriter()
+		defer w.Close()
+		id := "bind-" + randomHex(8)
+		bind := xmltree.New(nsBind, "bind")
+		if res := addr.Resourcepart(); res != "" {
+			bind.Add(xmltree.New(nsBind, "resource").WithText(res))
+		}
+		req := xmltree.New(NS, "iq", "type", "set", "id", id).Add(bind)
+		if _, err := xmlstream.Copy(w, req.Tokens()); err != nil {
+			return 0, nil, err
+		}
+		if err := w.Flush(); err != nil {
+			return 0, nil, err
+		}
+		d := xml.NewTokenDecoder(r)
+		tok, err := d.Token()
+		if err != nil {
+			return 0, nil, err
+		}
+		start, ok := tok.(xml.StartElement)
+		if !ok || start.Name.Local != "iq" {
+			return 0, nil, errors.New("the server did not answer the bind request with an IQ")
+		}
+		resp, err := xmltree.Decode(d, start, xmltree.DefaultLimits)
+		if err != nil {
+			return 0, nil, err
+		}
+		if resp.AttrValue("id") != id {
+			return 0, nil, errors.New("the bind answer has another id")
+		}
+		if resp.AttrValue("type") != "result" {
+			if se := agentproto.ParseError(resp); se != nil {
+				return 0, nil, fmt.Errorf("the server refused the resource: %s", se.Condition)
+			}
+			return 0, nil, errors.New("the server refused the resource")
+		}
+		var bound jid.JID
+		if b := resp.Child(nsBind, "bind"); b != nil {
+			if j := b.Child(nsBind, "jid"); j != nil {
+				bound, err = jid.Parse(j.Text)
+			}
+		}
+		if err != nil || bound.Resourcepart() == "" {
+			return 0, nil, errors.New("the bind answer carries no full JID")
+		}
+		s.UpdateAddr(bound)
+		return xmpp.Ready, nil, nil
+	}
+	return f
+}
+
+const nsBind = "urn:ietf:params:xml:ns:xmpp-bind"
 
 type stageError struct {
 	stage string
@@ -471,6 +545,12 @@ func (c *Client) serve() {
 // Send. IQ replies go through the handler's own encoder.
 func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) error {
 	el, err := xmltree.Decode(rw, *start, xmltree.DefaultLimits)
+	if errors.Is(err, xmltree.ErrLimit) {
+		// A stanza past the limits (any sender can nest one deep enough)
+		// must not end the session: an IQ request gets resource-constraint,
+		// anything else is dropped. mellium skips the rest of the element.
+		return rejectOversize(rw, start)
+	}
 	if err != nil {
 		return err
 	}
@@ -488,7 +568,11 @@ func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) 
 				}
 			}
 		case "get", "set":
-			_, err := xmlstream.Copy(rw, iqReply(el).Tokens())
+			reply := iqReply(el)
+			if c.onIQ != nil {
+				reply = qualify(c.onIQ(el), NS)
+			}
+			_, err := xmlstream.Copy(rw, reply.Tokens())
 			return err
 		}
 	case "message", "presence":
@@ -498,6 +582,35 @@ func (c *Client) handle(rw xmlstream.TokenReadEncoder, start *xml.StartElement) 
 		c.signal()
 	}
 	return nil
+}
+
+// rejectOversize answers an IQ get or set that exceeded the limits with
+// resource-constraint, quoting nothing of it but its id and sender.
+func rejectOversize(rw xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+	var id, typ, from string
+	for _, a := range start.Attr {
+		if a.Name.Space != "" {
+			continue
+		}
+		switch a.Name.Local {
+		case "id":
+			id = a.Value
+		case "type":
+			typ = a.Value
+		case "from":
+			from = a.Value
+		}
+	}
+	if start.Name.Local != "iq" || (typ != "get" && typ != "set") {
+		return nil
+	}
+	reply := xmltree.New(NS, "iq", "type", "error", "id", id)
+	if from != "" {
+		reply.SetAttr("to", from)
+	}
+	reply.Add(agentproto.ErrResourceConstraint("stanza exceeds the size limit").Element(NS))
+	_, err := xmlstream.Copy(rw, reply.Tokens())
+	return err
 }
 
 // iqReply answers pings and refuses everything else, so that no IQ sent to

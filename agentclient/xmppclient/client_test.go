@@ -247,3 +247,64 @@ func TestSendIQTimeout(t *testing.T) {
 		t.Fatalf("ping after timeout: %v %s", err, reply)
 	}
 }
+
+// TestRequestedResourceIsBound: a JID with a resource binds exactly it
+// (agentgw host's callers address account/agent).
+func TestRequestedResourceIsBound(t *testing.T) {
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Register(ctx, "bot", "bot-pw"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := xmppclient.Dial(ctx, xmppclient.Options{JID: "bot@" + srv.Domain + "/agent", Password: "bot-pw", Server: srv.C2SAddr,
+		TLS: &tls.Config{InsecureSkipVerify: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.JID().String(); got != "bot@"+srv.Domain+"/agent" {
+		t.Fatalf("bound %s, want resource agent", got)
+	}
+}
+
+// TestOversizeIQKeepsTheSession: an IQ nested past the limits is answered
+// resource-constraint and the receiving session stays up.
+func TestOversizeIQKeepsTheSession(t *testing.T) {
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, u := range []string{"bot", "eve"} {
+		if err := srv.Register(ctx, u, u+"-pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsCfg := &tls.Config{InsecureSkipVerify: true}
+	bot, err := xmppclient.Dial(ctx, xmppclient.Options{JID: "bot@" + srv.Domain + "/agent", Password: "bot-pw", Server: srv.C2SAddr, TLS: tlsCfg,
+		OnIQ: func(el *xmltree.Element) *xmltree.Element {
+			return xmltree.New("", "iq", "type", "result", "id", el.AttrValue("id"), "to", el.AttrValue("from"))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bot.Close()
+	eve := dial(t, srv, "eve", "eve-pw", false)
+	deep := xmltree.New("urn:agentgw:test:deep", "q")
+	for cur, i := deep, 0; i < 40; i++ {
+		next := xmltree.New("", "n")
+		cur.Add(next)
+		cur = next
+	}
+	to := "bot@" + srv.Domain + "/agent"
+	reply, err := eve.SendIQ(ctx, xmltree.New("", "iq", "type", "get", "to", to).Add(deep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := xmppclient.StanzaErrorCondition(reply); c != "resource-constraint" {
+		t.Fatalf("deep IQ: condition %q, want resource-constraint: %s", c, reply)
+	}
+	reply, err = eve.SendIQ(ctx, xmltree.New("", "iq", "type", "get", "to", to).Add(xmltree.New("urn:agentgw:test:flat", "q")))
+	if err != nil || reply.AttrValue("type") != "result" {
+		t.Fatalf("after the deep IQ the session does not answer: %v %v", reply, err)
+	}
+}

@@ -9,9 +9,11 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
+	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
@@ -25,11 +27,24 @@ const adminSynopsis = `admin register        --config C [--activate] MANIFEST.js
        agentgw admin status          --config C ENDPOINT_JID
        agentgw admin remove-version  --config C ENDPOINT_JID VERSION
        agentgw admin remove-endpoint --config C ENDPOINT_JID
+       agentgw admin self-registered --config C
+       agentgw admin ban             --config C [--reason TEXT] ENDPOINT_JID
+       agentgw admin unban           --config C ENDPOINT_JID
 
 These work on the gateway's store directly; a running gateway sees the change
 within one second. The same operations exist as admin IQs for the JIDs in
 [xmpp] admins. Manifests are immutable per (jid, version): registering the
-same content again is a no-op, different content under a version is refused.`
+same content again is a no-op, different content under a version is refused.
+
+self-registered lists the endpoints C2S accounts registered for themselves
+(agentgw host; [xmpp] self_register_domains), with their active version, last
+registration and ban. (Whether one is online only the running gateway knows:
+it lists a self-registered endpoint in its directory only while it is.)
+ban deactivates a self-registered endpoint and refuses its re-registration
+and activation until unban; the ban is stored and survives restarts.
+deactivate works on self-registered endpoints as on any other. A ban only
+delists: the account can still answer IQs sent to it directly, so disable the
+account on its XMPP server to stop it entirely.`
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sub, err := subcommand(args, adminSynopsis, "missing subcommand", stdout)
@@ -40,11 +55,13 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgPath := configFlag(fs)
 	activate := fs.Bool("activate", false, "register: also activate the registered version")
 	hash := fs.String("hash", "", "activate: the version's sha-256 manifest hash (base64), as printed by register")
+	reason := fs.String("reason", "", "ban: a note kept with the ban")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
 	}
-	want := map[string]int{"register": 1, "activate": 2, "deactivate": 1, "status": 1, "remove-version": 2, "remove-endpoint": 1}
+	want := map[string]int{"register": 1, "activate": 2, "deactivate": 1, "status": 1, "remove-version": 2, "remove-endpoint": 1,
+		"self-registered": 0, "ban": 1, "unban": 1}
 	n, ok := want[sub]
 	if !ok {
 		return usagef("unknown subcommand %q", sub)
@@ -56,7 +73,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("activate needs --hash (the hash printed by register or status)")
 	}
 	var ep string
-	if sub != "register" {
+	if sub != "register" && sub != "self-registered" {
 		if ep, err = parseBareJID(pos[0]); err != nil {
 			return usagef("%v", err)
 		}
@@ -79,6 +96,11 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// gateway is running; without this, removal would ignore them.
 	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
 	switch sub {
+	case "self-registered", "ban", "unban":
+		if sub == "ban" && strings.EqualFold(ep[strings.LastIndexByte(ep, '@')+1:], cfg.XMPP.ComponentDomain) {
+			return usagef("%s is a virtual endpoint below the component domain; ban applies to self-registered endpoints (use deactivate or remove-endpoint)", ep)
+		}
+		return adminSelfReg(ctx, sub, ep, *reason, reg, selfregsqlite.New(db), stdout)
 	case "register":
 		raw, err := os.ReadFile(pos[0])
 		if err != nil {
@@ -167,4 +189,69 @@ type storeReferences struct {
 
 func (s storeReferences) VersionReferenced(endpoint, version string) (bool, error) {
 	return s.d.VersionReferenced(s.ctx, endpoint, version)
+}
+
+// adminSelfReg lists, bans and unbans self-registered endpoints.
+func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Registry, st *selfregsqlite.Store, stdout io.Writer) error {
+	switch sub {
+	case "ban":
+		// Ban first: a registration racing the ban must find it.
+		if err := st.Ban(ctx, ep, reason, time.Now()); err != nil {
+			return err
+		}
+		if err := reg.Deactivate(ctx, ep); err != nil && !errors.Is(err, directory.ErrNotFound) {
+			return adminError(err)
+		}
+		fmt.Fprintf(stdout, "banned %s: deactivated, and its self-registration is refused until unban\n", ep)
+		return nil
+	case "unban":
+		ok, err := st.Unban(ctx, ep)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return exitError{code: 1, msg: ep + " is not banned"}
+		}
+		fmt.Fprintf(stdout, "unbanned %s (it is listed again once it registers and activates)\n", ep)
+		return nil
+	}
+	recs, err := st.Records(ctx)
+	if err != nil {
+		return err
+	}
+	bans, err := st.Bans(ctx)
+	if err != nil {
+		return err
+	}
+	banned := map[string]string{}
+	for _, b := range bans {
+		banned[b.Endpoint] = b.Reason
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tACTIVE\tLAST REGISTERED\tBANNED")
+	seen := map[string]bool{}
+	row := func(ep, last string) {
+		active := "(none)"
+		if m, ok := reg.Active(ep); ok {
+			active = m.Version
+		}
+		b := "no"
+		if r, ok := banned[ep]; ok {
+			b = "yes"
+			if r != "" {
+				b += ": " + r
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ep, active, last, b)
+	}
+	for _, r := range recs {
+		seen[r.Endpoint] = true
+		row(r.Endpoint, r.Last.UTC().Format(time.RFC3339))
+	}
+	for _, b := range bans {
+		if !seen[b.Endpoint] {
+			row(b.Endpoint, "-")
+		}
+	}
+	return tw.Flush()
 }

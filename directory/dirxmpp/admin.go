@@ -27,8 +27,10 @@ type admin struct{ s *service }
 // handle serves the admin IQs. Only local administrators may use them.
 // Everyone else gets forbidden before anything about the named endpoint is
 // looked at: the operation is gateway-wide, so the refusal discloses
-// nothing about any endpoint. Self-registration is not offered (see
-// gatewayInfo), so a non-admin <register/> is forbidden as well.
+// nothing about any endpoint. With Self Registration (Deps.SelfRegister) a
+// non-admin account of an allowed local domain may register, activate,
+// deactivate and inspect its own bare JID; everything else a non-admin
+// sends is forbidden as before.
 //
 // Directory errors map to the spec's table: malformed JSON is bad-request,
 // failed validation not-acceptable, a size or complexity limit
@@ -40,13 +42,25 @@ type admin struct{ s *service }
 // reflected.
 func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
 	if !a.s.Policy.IsAdmin(requester(iq)) {
+		if sr := a.s.SelfRegister; sr != nil {
+			// Self Registration: an account acting on its own JID.
+			return sr.handle(ctx, a, iq)
+		}
 		return nil, agentproto.ErrForbidden("Administrative provisioning requires an administrator.")
 	}
-	p := iq.Payload
-	op := p.Name.Local
-	if op == "register" {
-		return a.register(ctx, p)
+	if a.s.Admin == nil {
+		return nil, agentproto.ErrServiceUnavailable()
 	}
+	if iq.Payload.Name.Local == "register" {
+		return a.register(ctx, iq.Payload, a.s.Admin.Register)
+	}
+	return a.serve(ctx, iq.Payload, a.s.Admin)
+}
+
+// serve runs one operation other than register through adm, once the
+// requester is authorized for it.
+func (a *admin) serve(ctx context.Context, p *xmltree.Element, adm directory.Admin) (*xmltree.Element, error) {
+	op := p.Name.Local
 	// Per the XML Schema only activate carries a child (its hash); the
 	// other operations are attributes only.
 	if op != "activate" && len(p.Children) > 0 {
@@ -69,17 +83,17 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 		if err != nil {
 			return nil, err
 		}
-		if err := a.s.Admin.Activate(ctx, ep, version, hash); err != nil {
+		if err := adm.Activate(ctx, ep, version, hash); err != nil {
 			return nil, a.mapErr(op, err)
 		}
 		return xmltree.New(ns.API, "active", "jid", ep, "version", version), nil
 	case "deactivate":
-		if err := a.s.Admin.Deactivate(ctx, ep); err != nil {
+		if err := adm.Deactivate(ctx, ep); err != nil {
 			return nil, a.mapErr(op, err)
 		}
 		return xmltree.New(ns.API, "deactivated", "jid", ep), nil
 	case "registration-status":
-		st, err := a.s.Admin.Status(ctx, ep)
+		st, err := adm.Status(ctx, ep)
 		if err != nil {
 			return nil, a.mapErr(op, err)
 		}
@@ -97,12 +111,12 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 		if err != nil {
 			return nil, err
 		}
-		if err := a.s.Admin.RemoveVersion(ctx, ep, version); err != nil {
+		if err := adm.RemoveVersion(ctx, ep, version); err != nil {
 			return nil, a.mapErr(op, err)
 		}
 		return xmltree.New(ns.API, "removed", "jid", ep, "version", version), nil
 	case "remove-endpoint":
-		if err := a.s.Admin.RemoveEndpoint(ctx, ep); err != nil {
+		if err := adm.RemoveEndpoint(ctx, ep); err != nil {
 			return nil, a.mapErr(op, err)
 		}
 		return xmltree.New(ns.API, "removed", "jid", ep), nil
@@ -110,7 +124,7 @@ func (a *admin) handle(ctx context.Context, iq component.IQ) (*xmltree.Element, 
 	return nil, agentproto.ErrServiceUnavailable()
 }
 
-func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Element, error) {
+func (a *admin) register(ctx context.Context, p *xmltree.Element, reg func(context.Context, []byte) (*directory.Manifest, error)) (*xmltree.Element, error) {
 	docs := p.ChildrenNamed(ns.API, "manifest")
 	if len(docs) != 1 {
 		return nil, agentproto.ErrBadRequest("Exactly one manifest element is required.")
@@ -135,7 +149,7 @@ func (a *admin) register(ctx context.Context, p *xmltree.Element) (*xmltree.Elem
 			return nil, agentproto.ErrBadRequest("The manifest is not well-formed JSON.")
 		}
 	}
-	m, err := a.s.Admin.Register(ctx, raw)
+	m, err := reg(ctx, raw)
 	if err != nil {
 		return nil, a.mapErr("register", err)
 	}
@@ -160,6 +174,9 @@ func (a *admin) mapErr(op string, err error) error {
 	case errors.Is(err, directory.ErrForeignDomain):
 		// The spec's error for registration for another JID.
 		return agentproto.ErrForbidden("The manifest's agent.jid is outside the domain this gateway answers for.")
+	case isNotOwner(err):
+		// Self Registration's proof of control.
+		return agentproto.ErrForbidden("A manifest may only be registered for the sender's own bare JID.")
 	case errors.Is(err, directory.ErrBadEndpoint):
 		return agentproto.ErrBadRequest("The jid attribute is not a valid endpoint identifier.")
 	case errors.Is(err, directory.ErrNotFound):

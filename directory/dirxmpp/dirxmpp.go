@@ -69,6 +69,10 @@ type Deps struct {
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
 	Log    *slog.Logger
+
+	// SelfRegister offers the Self Registration profile; nil refuses it
+	// (forbidden) and leaves #self-register unadvertised.
+	SelfRegister *SelfRegistration
 }
 
 // EndpointNodes answers disco at endpoint nodes dirxmpp does not own.
@@ -111,7 +115,13 @@ func Register(r *component.Router, d Deps) *Presence {
 	r.HandleGatewayIQ(get, ns.DiscoItems, "query", component.IQHandlerFunc(s.gatewayItems))
 	r.HandleGatewayIQ(get, ns.Search, "query", component.IQHandlerFunc(searchFormIQ))
 	r.HandleGatewayIQ(set, ns.Search, "query", component.IQHandlerFunc(s.search))
-	if d.Admin != nil {
+	if sr := d.SelfRegister; sr != nil {
+		sr.gateway, sr.sender, sr.reader, sr.policy = s.domain, d.Sender, d.Reader, d.Policy
+		if d.Sender != nil {
+			r.HandlePresence(sr.handlePresence)
+		}
+	}
+	if d.Admin != nil || d.SelfRegister != nil {
 		a := &admin{s: s}
 		for _, op := range adminOps {
 			r.HandleGatewayIQ(set, ns.API, op, component.IQHandlerFunc(a.handle))
@@ -144,8 +154,14 @@ func requester(iq component.IQ) string { return iq.From.Bare().String() }
 func endpointOf(iq component.IQ) string { return iq.To.Bare().String() }
 
 // visible is the directory's visibility filter for one requester.
+// With Self Registration, a self-registered endpoint is listed only while
+// its account is online.
 func (s *service) visible(req string) func(string) bool {
-	return s.Policy.VisibleFunc(req)
+	vis := s.Policy.VisibleFunc(req)
+	if s.SelfRegister == nil {
+		return vis
+	}
+	return func(ep string) bool { return vis(ep) && s.SelfRegister.listed(ep) }
 }
 
 // hashElement is an XEP-0300 sha-256 <hash/>.

@@ -47,8 +47,8 @@ func features(q *xmltree.Element, vars ...string) {
 // urn:xmpp:agent-api:0#admin is advertised only to administrators: the
 // feature is implemented for them alone, and the spec lets a deployment
 // keep administration out of what it advertises federatively.
-// Self-registration is not advertised: every endpoint here is a virtual
-// JID below the component domain, which no C2S account can own.
+// urn:xmpp:agent-api:0#self-register is advertised only when Self
+// Registration is configured, and only to the accounts it is offered to.
 func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 	node := iq.Payload.AttrValue("node")
 	q := infoQuery(node)
@@ -59,6 +59,7 @@ func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Elem
 		if s.Admin != nil && s.Policy.IsAdmin(requester(iq)) {
 			features(q, ns.APIAdmin)
 		}
+		s.SelfRegister.feature(q, requester(iq))
 		features(q, ns.Ping, ns.RSM)
 		features(q, s.GatewayFeatures...)
 	case ns.Directory:

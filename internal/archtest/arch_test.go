@@ -47,6 +47,9 @@ var tiers = map[string]int{
 	// The composition root, then the programs.
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
+	// Self Registration (lane 21): its store interface and SQLite driver,
+	// and the C2S endpoint host beside the gateway.
+	"directory/selfregdb": 1, "directory/selfregsqlite": 2, "endpointhost": 5,
 }
 
 // forbidden are the DESIGN.md "must not import" rules that tiers alone do

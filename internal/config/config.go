@@ -53,6 +53,12 @@ type XMPP struct {
 	// as deployment policy, the manifest texts copied into disco and
 	// vCards. Default "en", the language of the gateway's own texts.
 	Lang string `toml:"lang"`
+	// SelfRegisterDomains are the local domains whose C2S accounts may
+	// self-register a manifest for their own bare JID (the spec's Self
+	// Registration profile, used by `agentgw host`). Empty (the default)
+	// turns the profile off. Every entry must also be in local_domains:
+	// federation never authorizes self-registration.
+	SelfRegisterDomains []string `toml:"self_register_domains"`
 }
 
 // langTag is the BCP 47 language-tag syntax (RFC 5646), loosely: subtags of
@@ -327,6 +333,23 @@ func (c *Config) Validate() error {
 	for _, d := range x.LocalDomains {
 		if j, err := jid.Parse(d); err != nil || j.Localpart() != "" || j.Resourcepart() != "" {
 			add("[xmpp] local_domains entry %q is not a domain", d)
+		}
+	}
+	for _, d := range x.SelfRegisterDomains {
+		j, err := jid.Parse(d)
+		if err != nil || j.Localpart() != "" || j.Resourcepart() != "" {
+			add("[xmpp] self_register_domains entry %q is not a domain", d)
+			continue
+		}
+		local := false
+		for _, l := range x.LocalDomains {
+			local = local || strings.EqualFold(l, j.Domainpart())
+		}
+		if !local {
+			add("[xmpp] self_register_domains entry %q is not in local_domains (remote domains can never self-register)", d)
+		}
+		if strings.EqualFold(j.Domainpart(), x.ComponentDomain) {
+			add("[xmpp] self_register_domains entry %q is the component domain, which has no C2S accounts", d)
 		}
 	}
 	for _, a := range x.Admins {

@@ -926,3 +926,109 @@ func secWSMessages(b []byte) [][]byte {
 	}
 	return out
 }
+
+// TestSecretsAuditHost extends the audit to `agentgw host`: the hosted
+// account's XMPP password must appear nowhere but the login itself (SCRAM
+// over TLS, so not even the Prosody debug log sees it): not in the host's
+// debug log, its SQLite files, its own environment after the scrub, the MCP
+// server's environment, the gateway's log or store, nor any stanza a
+// caller receives.
+func TestSecretsAuditHost(t *testing.T) {
+	needSlixmpp(t)
+	password := secRandom("HostXmppPassword")
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Debug: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := selfRegEnv(t, Options{Server: srv, Users: []string{"alice"}})
+	if err := srv.Register(ctx, "bot", password); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{t: t, LogPath: filepath.Join(e.Dir, "host.log"), exited: make(chan struct{})}
+	out, err := os.Create(p.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(e.Dir, "bot-host.db")
+	cmd := exec.Command(Binary(t), "host", "--jid", e.JID("bot"), "--password-env", hostPasswordEnv,
+		"--server", srv.C2SAddr, "--gateway", e.Domain, "--ca-file", srv.CAFile,
+		"--store", store, "--log-level", "debug", "--mcp-command", everythingCommand(t))
+	cmd.Dir = e.Dir
+	cmd.Env = append(os.Environ(), hostPasswordEnv+"="+password)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	p.Cmd = cmd
+	go func() { _ = cmd.Wait(); p.state = cmd.ProcessState; close(p.exited) }()
+	t.Cleanup(p.Stop)
+	p.WaitLog("host: registered at the gateway", 90*time.Second)
+
+	rec := &secRecorder{}
+	const (
+		plHostLog     = "host log (debug)"
+		plHostEnv     = "host /proc/environ"
+		plMCPEnv      = "MCP server /proc/environ"
+		plHostDB      = "host SQLite files"
+		plCallerOut   = "slixmpp caller: checks"
+		plGatewayLogH = "gateway log (debug)"
+		plGatewayDB   = "gateway SQLite files"
+		plProsody     = "Prosody log (debug)"
+	)
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.add(plHostEnv, env)
+	kids := descendants(cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("the host runs no MCP server")
+	}
+	for _, k := range kids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", k)); err == nil {
+			rec.add(plMCPEnv, b)
+		}
+	}
+	stdout, stderr, err := execSlixmpp(t, e, "selfreg.py", "alice", "--mode", "invoke", "--endpoint", e.JID("bot")+"/agent")
+	if err != nil {
+		t.Fatalf("selfreg.py: %v\n%s\n%s", err, stdout, stderr)
+	}
+	rec.add(plCallerOut, stdout)
+	p.Stop()
+	e.StopGateway()
+	rec.add(plHostLog, []byte(p.Log()))
+	rec.add(plGatewayLogH, []byte(e.Log.String()))
+	for _, f := range []string{store, store + "-wal", store + "-shm"} {
+		if b, err := os.ReadFile(f); err == nil {
+			rec.add(plHostDB, b)
+		}
+	}
+	for _, f := range []string{"agentgw.db", "agentgw.db-wal", "agentgw.db-shm"} {
+		if b, err := os.ReadFile(filepath.Join(e.Dir, f)); err == nil {
+			rec.add(plGatewayDB, b)
+		}
+	}
+	if b, err := os.ReadFile(srv.LogPath()); err == nil {
+		rec.add(plProsody, b)
+	}
+	for place, marker := range map[string]string{
+		plHostLog: "host: connected", plCallerOut: `"check": "cancel"`, plHostDB: "hello from slixmpp",
+		plGatewayLogH: "component: connected", plProsody: "bot@example.test/agent", plMCPEnv: "PATH=",
+		plHostEnv: "PATH=", plGatewayDB: "bot@example.test",
+	} {
+		if !strings.Contains(rec.text(place), marker) {
+			t.Errorf("%s: does not contain %q; the recording misses the flows", place, marker)
+		}
+	}
+	var tbl strings.Builder
+	tbl.WriteString("| place | bytes | host XMPP password |\n|---|---|---|\n")
+	for _, place := range []string{plHostLog, plHostEnv, plMCPEnv, plHostDB, plCallerOut, plGatewayLogH, plGatewayDB, plProsody} {
+		text := rec.text(place)
+		n := strings.Count(text, password)
+		fmt.Fprintf(&tbl, "| %s | %d | %d |\n", place, len(text), n)
+		if n > 0 {
+			t.Errorf("%s: the host's XMPP password appears %d times", place, n)
+		}
+	}
+	t.Logf("host password occurrences:\n%s", tbl.String())
+}

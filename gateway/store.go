@@ -7,6 +7,7 @@ import (
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
@@ -17,6 +18,7 @@ var migrations = []store.Migrations{
 	tasksqlite.Migrations,
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
+	oansqlite.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every

@@ -38,6 +38,8 @@ var tiers = map[string]int{
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
 	"connectorbridge": 4,
 	// The composition root, then the programs.
+	// The OpenAgentNetwork bridge (lane 18).
+	"oanbridge/oandb": 1, "oanbridge/oansqlite": 2, "oanbridge/wire": 2, "oanbridge/sio": 2, "oanbridge": 4,
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
 }
@@ -51,6 +53,7 @@ var forbidden = map[string][]string{
 	"federation":      {"database/sql", module + "internal/store"},
 	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
 	"mcpbridge":       {module + "component", module + "connectorbridge"},
+	"oanbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
 }
 
 // testHelper reports whether p exists only for tests (suites, fakes,

@@ -21,9 +21,21 @@ const (
 	maxNameShown = 80   // runes of a counterpart's name
 )
 
+// How an envelope arrived.
+type origin int
+
+const (
+	live     origin = iota // the socket
+	backfill               // a GET /events page
+	imported               // GET /events/unresolved
+)
+
 // handle applies one validated envelope: its effect and the cursor are
-// committed together, once, however often the event is delivered.
-func (b *Backend) handle(ctx context.Context, env *wire.Envelope, imported bool) error {
+// committed together, once, however often the event is delivered. A
+// refused event moves the cursor only when it came from a back-fill page
+// (so a bad event cannot stall paging); a live one never does, so a
+// hostile live envelope cannot push the cursor past real events.
+func (b *Backend) handle(ctx context.Context, env *wire.Envelope, from origin) error {
 	acct := b.o.Endpoint
 	seq, seen, err := b.st.SeenSeq(ctx, acct, env.EventID)
 	if err != nil {
@@ -32,7 +44,7 @@ func (b *Backend) handle(ctx context.Context, env *wire.Envelope, imported bool)
 	if seen {
 		if seq != env.Seq {
 			b.log.Warn("OAN event with a known eventId but another seq; dropped", "event", env.EventID)
-			if !imported {
+			if from == backfill {
 				return b.st.Skip(ctx, acct, env.Seq)
 			}
 		}
@@ -41,12 +53,12 @@ func (b *Backend) handle(ctx context.Context, env *wire.Envelope, imported bool)
 	eff, notify, refuse := b.effectOf(ctx, env)
 	if refuse != "" {
 		b.log.Warn("OAN event refused", "type", env.Type, "event", env.EventID, "reason", refuse)
-		if imported {
+		if from != backfill {
 			return nil
 		}
 		return b.st.Skip(ctx, acct, env.Seq)
 	}
-	applied, err := b.st.Apply(ctx, acct, oandb.Event{Seq: env.Seq, EventID: env.EventID, Type: env.Type}, eff, imported)
+	applied, err := b.st.Apply(ctx, acct, oandb.Event{Seq: env.Seq, EventID: env.EventID, Type: env.Type}, eff, from == imported)
 	if err != nil || !applied {
 		return err
 	}

@@ -286,7 +286,7 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 				b.log.Warn("OAN event refused", "reason", err.Error())
 				continue
 			}
-			if err := b.handle(ctx, env, false); err != nil {
+			if err := b.handle(ctx, env, live); err != nil {
 				b.setConnected(false)
 				return time.Since(began), err
 			}
@@ -373,7 +373,7 @@ func (b *Backend) startCursor(ctx context.Context) error {
 			b.log.Warn("an unresolved OAN event was refused", "reason", err.Error())
 			continue
 		}
-		if err := b.handle(ctx, env, true); err != nil {
+		if err := b.handle(ctx, env, imported); err != nil {
 			return err
 		}
 		n++
@@ -440,7 +440,7 @@ func (b *Backend) backfill(ctx context.Context) error {
 				continue
 			}
 			maxSeq = max(maxSeq, env.Seq)
-			if err := b.handle(ctx, env, false); err != nil {
+			if err := b.handle(ctx, env, backfill); err != nil {
 				return err
 			}
 		}

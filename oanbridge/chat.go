@@ -118,6 +118,7 @@ func (b *Backend) askQuestion(ctx context.Context, run tasks.Run, env *wire.Enve
 	if err != nil {
 		// Expired, cancelled or settled: the question stays pending for
 		// the escalations tool; nothing is sent.
+		b.noAnswer(ctx, run, err)
 		return false
 	}
 	content, err := q.reply(ans)

@@ -128,7 +128,10 @@ func (b *Backend) escalate(ctx context.Context, run tasks.Run, it oandb.Item, re
 	}
 	ans, err := run.RequestInput(ctx, tasks.InputRequest{Question: q.text, Schema: q.schema})
 	if err != nil {
-		// No answer: nothing is POSTed; the item stays pending.
+		// No answer: nothing is POSTed; the item stays pending. The
+		// engine settles an expired input itself; this only covers the
+		// other endings.
+		b.noAnswer(ctx, run, err)
 		return nil, false
 	}
 	if it.Kind != oandb.KindQuestion && decisionOf(ans) == "defer" {
@@ -153,4 +156,13 @@ func decisionOf(ans json.RawMessage) string {
 	}
 	json.Unmarshal(ans, &m)
 	return m.Decision
+}
+
+// noAnswer settles a task whose input request ended without an answer
+// (the engine has usually settled it already).
+func (b *Backend) noAnswer(ctx context.Context, run tasks.Run, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	b.fail(run, tasks.Failure{Code: agentproto.CodeInputExpired, Message: "the owner did not answer; nothing was sent to OAN"})
 }

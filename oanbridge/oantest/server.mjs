@@ -68,7 +68,7 @@ function keyOf(req) {
 }
 
 const app = express();
-app.use(express.json({ limit: '1mb' }));
+app.use(express.json({ limit: '2mb', strict: false }));
 app.use((req, res, next) => {
   if (!req.path.startsWith('/_control')) {
     state.requests.push({ method: req.method, path: req.originalUrl, auth: !!req.headers.authorization, body: req.body ?? null });

@@ -115,7 +115,7 @@ func newFixture(t *testing.T, srv *oantest.Server, st oandb.Driver, keyFile stri
 	f := &fixture{t: t, srv: srv, keyFile: keyFile, store: st, logs: &syncBuf{}, chat: &chatRec{}}
 	o := oanbridge.Options{
 		Endpoint: endpoint, BaseURL: srv.URL, KeyFile: keyFile, Owner: owner, Store: st,
-		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:       slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ReplyTimeout: 20 * time.Second, KeyPoll: 200 * time.Millisecond,
 		Supervisor: backendkit.Supervisor{Min: 100 * time.Millisecond, Max: 500 * time.Millisecond},
 	}
@@ -513,5 +513,5 @@ func countPrefix(ms []backendkit.Message, p string) int {
 	return n
 }
 
-func fmtU(n uint64) string { return strings.TrimSpace(strings.Replace(jsonU(n), `"`, "", -1)) }
-func jsonU(n uint64) string  { b, _ := json.Marshal(n); return string(b) }
+func fmtU(n uint64) string  { return strings.TrimSpace(strings.Replace(jsonU(n), `"`, "", -1)) }
+func jsonU(n uint64) string { b, _ := json.Marshal(n); return string(b) }

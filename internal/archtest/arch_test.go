@@ -37,6 +37,7 @@ var tiers = map[string]int{
 	// Wire adapters and backends.
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
 	"connectorbridge": 4,
+	"messaging":       4,
 	// The composition root, then the programs.
 	// The OpenAgentNetwork bridge (lane 18).
 	"oanbridge/oandb": 1, "oanbridge/oansqlite": 2, "oanbridge/wire": 2, "oanbridge/sio": 2, "oanbridge": 4,

@@ -26,6 +26,7 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
+	Messaging  Messaging  `toml:"messaging"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -300,6 +301,7 @@ func (c *Config) applyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	c.Messaging.applyDefaults()
 }
 
 // Validate checks the whole config and reports every problem it finds.
@@ -453,6 +455,7 @@ func (c *Config) Validate() error {
 			add("%s: set exactly one of manifest, [agents.mcp] or [agents.connector]", where)
 		}
 	}
+	errs = append(errs, c.Messaging.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -215,6 +215,15 @@ var storageClient = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// MaxAttachmentBytes bounds a signed-URL download (OAN's upload limit).
+const MaxAttachmentBytes = 10 << 20
+
+// FetchSigned downloads a signed attachment URL (§2.4) from the storage
+// host: no OAN credentials, no redirects, at most MaxAttachmentBytes.
+func FetchSigned(ctx context.Context, signed string) ([]byte, error) {
+	return fetchSigned(ctx, signed, MaxAttachmentBytes)
+}
+
 // fetchSigned downloads at most limit bytes from a signed URL without any
 // Authorization header.
 func fetchSigned(ctx context.Context, signed string, limit int64) ([]byte, error) {

@@ -454,7 +454,7 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 			t.Fatalf("the storage host was contacted (%d, auth %d)", l.StorageHits, l.StorageAuthSeen)
 		}
 		// The signed-URL fetcher never carries the key.
-		if data, err := oanbridge.FetchSignedForTest(context.Background(), srv.StorageURL+"/blob/1?sig=x"); err != nil || string(data) != "blob" {
+		if data, err := oanbridge.FetchSigned(context.Background(), srv.StorageURL+"/blob/1?sig=x"); err != nil || string(data) != "blob" {
 			t.Fatalf("signed fetch: %q %v", data, err)
 		}
 		if l := f.log(); l.StorageHits != 1 || l.StorageAuthSeen != 0 {

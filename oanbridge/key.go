@@ -172,3 +172,30 @@ func Redeem(ctx context.Context, baseURL, code string) (key, userID string, err 
 	}
 	return r.APIKey, r.UserID, nil
 }
+
+// Check is the live check for `agentgw doctor`: the key file holds a
+// valid key and OAN accepts it (GET /events/cursor). The error names
+// the fix, never the key.
+func Check(ctx context.Context, baseURL, keyFile string) error {
+	key, err := ReadKey(keyFile)
+	if err != nil {
+		return err
+	}
+	a, err := newAPI(baseURL, func() string { return key })
+	if err != nil {
+		return err
+	}
+	var c struct {
+		Seq string `json:"seq"`
+	}
+	if _, err := a.do(ctx, http.MethodGet, "/events/cursor", nil, nil, &c); err != nil {
+		if errors.Is(err, ErrRevoked) {
+			return errors.New("OAN rejects the API key (revoked or unknown): pair again with `agentgw oan pair --force`")
+		}
+		return err
+	}
+	if _, err := wire.ParseSeq(c.Seq); err != nil {
+		return errors.New("OAN's /events/cursor answer is not a decimal cursor")
+	}
+	return nil
+}

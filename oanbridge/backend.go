@@ -81,6 +81,7 @@ type Backend struct {
 	lastGofer string
 	started   bool
 	stopped   chan struct{}
+	probe     chan struct{} // a tool saw 401: check the key now
 }
 
 var (
@@ -112,7 +113,7 @@ func New(o Options) (*Backend, error) {
 	}
 	b := &Backend{
 		o: o, st: o.Store, waiters: map[string]*waiter{}, held: map[string]bool{}, locks: map[string]chan struct{}{},
-		changed: make(chan struct{}), status: oandb.StatusOK, stopped: make(chan struct{}),
+		changed: make(chan struct{}), status: oandb.StatusOK, stopped: make(chan struct{}), probe: make(chan struct{}, 1),
 		pub: backendkit.NewManifests(o.Publisher), avail: backendkit.NewPresence(o.Endpoint, o.Availability),
 	}
 	b.red = backendkit.NewRedactor(o.Secrets)
@@ -264,6 +265,11 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 		case <-ctx.Done():
 			b.setConnected(false)
 			return time.Since(began), nil
+		case <-b.probe:
+			if _, perr := b.api.do(ctx, "GET", "/events/cursor", nil, nil, nil); errors.Is(perr, ErrRevoked) || errors.Is(perr, ErrBanned) {
+				b.setConnected(false)
+				return time.Since(began), b.classify(ctx, perr)
+			}
 		case ev, ok := <-conn.Events():
 			if !ok {
 				b.setConnected(false)

@@ -65,7 +65,25 @@ func (c *chatRec) all() []backendkit.Message {
 	return append([]backendkit.Message(nil), c.msgs...)
 }
 
+// availRec records the endpoint's availability reports.
+type availRec struct {
+	mu   sync.Mutex
+	last []bool
+}
+
+func (a *availRec) SetAvailable(_ string, up bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last = append(a.last, up)
+}
+func (a *availRec) up() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.last) > 0 && a.last[len(a.last)-1]
+}
+
 type fixture struct {
+	avail   *availRec
 	t       *testing.T
 	srv     *oantest.Server
 	keyFile string
@@ -112,9 +130,9 @@ func pair(t *testing.T, srv *oantest.Server, keyFile string, force bool) string 
 }
 
 func newFixture(t *testing.T, srv *oantest.Server, st oandb.Driver, keyFile string, mod func(*oanbridge.Options)) *fixture {
-	f := &fixture{t: t, srv: srv, keyFile: keyFile, store: st, logs: &syncBuf{}, chat: &chatRec{}}
+	f := &fixture{t: t, srv: srv, keyFile: keyFile, store: st, logs: &syncBuf{}, chat: &chatRec{}, avail: &availRec{}}
 	o := oanbridge.Options{
-		Endpoint: endpoint, BaseURL: srv.URL, KeyFile: keyFile, Owner: owner, Store: st,
+		Endpoint: endpoint, BaseURL: srv.URL, KeyFile: keyFile, Owner: owner, Store: st, Availability: f.avail,
 		Logger:       slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ReplyTimeout: 20 * time.Second, KeyPoll: 200 * time.Millisecond,
 		Supervisor: backendkit.Supervisor{Min: 100 * time.Millisecond, Max: 500 * time.Millisecond},
@@ -438,9 +456,9 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 		if items, _ := st.Items(context.Background(), endpoint, oandb.StatePending); len(items) != 0 {
 			t.Fatalf("hostile envelopes created items: %+v", items)
 		}
-		if !f.b.Connected() {
-			t.Fatal("hostile envelopes disconnected the bridge")
-		}
+		// The oversized frame ends the WebSocket (its read limit); the
+		// bridge reconnects and back-fills.
+		waitFor(t, "connected after the hostile envelopes", f.b.Connected)
 	})
 
 	t.Run("redirect and storage host", func(t *testing.T) {
@@ -471,8 +489,12 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 	})
 
 	t.Run("revocation and ban", func(t *testing.T) {
+		if !f.avail.up() {
+			t.Fatal("presence is not available while connected")
+		}
 		srv.Revoke()
 		waitFor(t, "down after revocation", func() bool { return !f.b.Connected() })
+		waitFor(t, "presence unavailable after revocation", func() bool { return !f.avail.up() })
 		waitFor(t, "the revocation log line", func() bool { return strings.Contains(f.logs.String(), "OAN revoked the API key") })
 		if r := f.call(oanbridge.ToolChat, owner, `{"message":"x"}`, nil); r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable {
 			t.Fatalf("chat while revoked: %+v", r.Failure)
@@ -480,6 +502,16 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 		if n := strings.Count(f.logs.String(), "OAN revoked the API key"); n != 1 {
 			t.Fatalf("%d revocation log lines, want 1", n)
 		}
+		key = pair(t, srv, keyFile, true)
+		waitFor(t, "up after pairing again", f.b.Connected)
+		waitFor(t, "presence available again", f.avail.up)
+		// A 401 seen by a tool while the socket stays up (the forced
+		// disconnect failed) stops the endpoint too.
+		srv.RevokeQuiet()
+		if r := f.call(oanbridge.ToolListGofers, owner, `{}`, nil); r.Failure == nil || r.Failure.Code != agentproto.CodeUnavailable {
+			t.Fatalf("list_gofers with a quietly revoked key: %+v", r.Failure)
+		}
+		waitFor(t, "down after a tool saw 401", func() bool { return !f.b.Connected() && !f.avail.up() })
 		key = pair(t, srv, keyFile, true)
 		waitFor(t, "up after pairing again", f.b.Connected)
 		srv.Ban()

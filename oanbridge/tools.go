@@ -150,7 +150,7 @@ func (b *Backend) failAPI(ctx context.Context, run tasks.Run, what string, err e
 	var he *HTTPError
 	switch {
 	case errors.Is(err, ErrRevoked):
-		go b.classifyLater(err)
+		b.recheck()
 		b.fail(run, tasks.Failure{Code: agentproto.CodeUnavailable, Message: "OAN rejected the API key; the endpoint must be paired again", Retryable: true})
 	case errors.Is(err, ErrBanned):
 		b.fail(run, tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the OAN account is banned", Retryable: true})
@@ -165,8 +165,14 @@ func (b *Backend) failAPI(ctx context.Context, run tasks.Run, what string, err e
 	}
 }
 
-// classifyLater lets the session loop notice a 401 seen by a tool.
-func (b *Backend) classifyLater(error) {}
+// recheck asks the session loop to probe the key: a 401 seen by a tool
+// means the same as a forced disconnect.
+func (b *Backend) recheck() {
+	select {
+	case b.probe <- struct{}{}:
+	default:
+	}
+}
 
 func (b *Backend) complete(run tasks.Run, v any) {
 	data, err := ijson.MarshalNoEscape(v)

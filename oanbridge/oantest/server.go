@@ -196,10 +196,11 @@ func (s *Server) Relay(goferID, conversationID, content string) (Event, error) {
 // Revoke deletes every key and force-disconnects the sockets; Ban bans
 // the account (system_notice first); Drop closes the transports; and
 // ServerDisconnect ends the namespace sessions ("io server disconnect").
-func (s *Server) Revoke() error { return s.Control("POST", "revoke", map[string]any{}, nil) }
-func (s *Server) Ban() error    { return s.Control("POST", "ban", map[string]any{}, nil) }
-func (s *Server) Unban() error  { return s.Control("POST", "unban", map[string]any{}, nil) }
-func (s *Server) Drop() error   { return s.Control("POST", "drop", map[string]any{}, nil) }
+func (s *Server) Revoke() error      { return s.Control("POST", "revoke", map[string]any{}, nil) }
+func (s *Server) RevokeQuiet() error { return s.Control("POST", "revoke-quiet", map[string]any{}, nil) }
+func (s *Server) Ban() error         { return s.Control("POST", "ban", map[string]any{}, nil) }
+func (s *Server) Unban() error       { return s.Control("POST", "unban", map[string]any{}, nil) }
+func (s *Server) Drop() error        { return s.Control("POST", "drop", map[string]any{}, nil) }
 func (s *Server) ServerDisconnect() error {
 	return s.Control("POST", "server-disconnect", map[string]any{}, nil)
 }

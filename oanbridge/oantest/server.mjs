@@ -117,6 +117,9 @@ ctl.post('/revoke', async (req, res) => {
   for (const s of await io.of('/oan').fetchSockets()) s.disconnect(true);
   res.json({ ok: true });
 });
+// Keys revoked without the forced disconnect (the best-effort disconnect
+// of §1.2 failed): only REST says so.
+ctl.post('/revoke-quiet', (req, res) => { state.keys.clear(); res.json({ ok: true }); });
 ctl.post('/ban', async (req, res) => {
   record('system_notice', { source: 'platform', payload: { kind: 'account_banned' } });
   state.banned = true;

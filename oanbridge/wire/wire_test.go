@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -87,4 +88,43 @@ func TestConstraints(t *testing.T) {
 			t.Errorf("constraints %s accepted", bad)
 		}
 	}
+}
+
+// FuzzParseEnvelope: any input is an envelope or a clear error, never a
+// panic, and an accepted one has a usable seq, id and type.
+func FuzzParseEnvelope(f *testing.F) {
+	f.Add([]byte(`{"v":1,"seq":"10","eventId":"e1","type":"match_request","goferId":"g1","source":"platform","payload":{"requestId":"r1"},"reply":{"method":"POST","path":"/api/v1/match-requests/r1/decision"}}`))
+	f.Add([]byte(`{"v":1,"seq":"1","eventId":"e","type":"gofer_question","goferId":"g","payload":{},"responseConstraints":{"format":"json_schema","jsonSchema":{"$ref":"http://x"}}}`))
+	f.Add([]byte(`{"v":2}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := ParseEnvelope(data)
+		if err != nil {
+			return
+		}
+		if e.Seq == 0 || !ValidID(e.EventID) || !knownTypes[e.Type] {
+			t.Fatalf("accepted a bad envelope: %+v", e)
+		}
+		CheckReply(e)
+	})
+}
+
+func BenchmarkParseEnvelope(b *testing.B) {
+	data := []byte(`{"v":1,"seq":"12345","eventId":"2b1f6a9e-1d1c-4c55-9d7f-0c1f5a7e9b10","type":"gofer_message","goferId":"g-1","chatId":"c-1","source":"own_gofer","reply":{"method":"POST","path":"/api/v1/gofers/g-1/chat/messages"},"payload":{"messageId":"m-1","content":"Hello there, this is a Gofer message of ordinary length.","createdAt":"2026-12-02T00:00:00Z"},"createdAt":"2026-12-02T00:00:00Z"}`)
+	b.Run("ParseEnvelope", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := ParseEnvelope(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// Baseline: plain encoding/json into a map, without limits or checks.
+	b.Run("baseline-json.Unmarshal", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -328,4 +328,11 @@ input_timeout_seconds = 8
 	if l, _ := srv.Log(); l.StorageAuthSeen != 0 {
 		t.Errorf("the storage host saw an Authorization header")
 	}
+	if out := e.Agentgw(0, "oan", "unpair", "--config", e.ConfigPath, ep.String()); !strings.Contains(out, "unpaired") {
+		t.Fatalf("unpair: %s", out)
+	}
+	if _, err := os.Stat(keyFile); !os.IsNotExist(err) {
+		t.Fatalf("the key file survived unpair: %v", err)
+	}
+	e.Agentgw(1, "oan", "unpair", "--config", e.ConfigPath, ep.String())
 }

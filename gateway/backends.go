@@ -104,6 +104,9 @@ func OANOptions(cfg *config.Config, a config.Agent) oanbridge.Options {
 		return o
 	}
 	o.BaseURL, o.KeyFile, o.Owner = a.OAN.BaseURL, cfg.Path(a.OAN.APIKeyFile), a.OAN.Owner
+	if p, err := config.ParsePrincipal(a.OAN.Owner); err == nil {
+		o.Owner = p // the form callers are compared in
+	}
 	if a.OAN.ReplyTimeoutSeconds > 0 {
 		o.ReplyTimeout = time.Duration(a.OAN.ReplyTimeoutSeconds) * time.Second
 	}

@@ -2,6 +2,7 @@ package oanbridge
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -95,8 +96,8 @@ const (
 )
 
 func errorsIsAPI(err error) bool {
-	_, ok := err.(*HTTPError)
-	return ok || err == ErrRevoked || err == ErrBanned || err == ErrRedirect
+	var he *HTTPError
+	return errors.As(err, &he) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrBanned) || errors.Is(err, ErrRedirect)
 }
 
 // chatMessage is one outbound message to the owner.

@@ -29,6 +29,11 @@ import (
 	"github.com/agentgw/agentgw/tasks"
 )
 
+// keepEvents is how many applied-event ids below the cursor the store
+// keeps for de-duplication (overlapping and replayed deliveries are near
+// the cursor).
+const keepEvents = 100000
+
 // Options configure one OAN endpoint.
 type Options struct {
 	Endpoint string // bare JID of the endpoint (the account)
@@ -230,6 +235,10 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 	}
 	if err := b.reconcilePosting(ctx); err != nil {
 		return 0, b.classify(ctx, err)
+	}
+	// Event ids far below the cursor are kept out by the cursor alone.
+	if cur, err := b.st.Cursor(ctx, b.o.Endpoint); err == nil && cur > keepEvents {
+		b.st.Prune(ctx, b.o.Endpoint, cur-keepEvents)
 	}
 	if err := b.backfill(ctx); err != nil {
 		return 0, b.classify(ctx, err)

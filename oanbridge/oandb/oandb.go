@@ -119,6 +119,11 @@ type Driver interface {
 	PendingOutbound(ctx context.Context, account string) ([]Outbound, error)
 	Delivered(ctx context.Context, account, id string) error
 
+	// Prune bounds the store: it forgets applied-event records with a seq
+	// below belowSeq (the cursor alone then keeps those events out) and
+	// delivered outbound messages.
+	Prune(ctx context.Context, account string, belowSeq uint64) error
+
 	// Conversation looks a matched conversation up.
 	Conversation(ctx context.Context, account, conversationID string) (Conversation, bool, error)
 

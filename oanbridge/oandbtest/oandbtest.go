@@ -183,6 +183,33 @@ func Exercise(t *testing.T, open func(t *testing.T) (oandb.Driver, oandb.Driver)
 		}
 	})
 
+	t.Run("Prune", func(t *testing.T) {
+		d, _ := open(t)
+		for i := uint64(1); i <= 5; i++ {
+			d.Apply(ctx, acct, oandb.Event{Seq: i, EventID: "p" + string(rune('0'+i))}, oandb.Effect{
+				Outbound: []oandb.Outbound{{ID: "o" + string(rune('0'+i)), Body: "x"}},
+			}, false)
+		}
+		d.Delivered(ctx, acct, "o1")
+		if err := d.Prune(ctx, acct, 4); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []bool{false, false, false, true, true} {
+			_, ok, _ := d.SeenSeq(ctx, acct, "p"+string(rune('1'+i)))
+			if ok != want {
+				t.Errorf("event p%d kept=%v after Prune(4), want %v", i+1, ok, want)
+			}
+		}
+		// The cursor still refuses the forgotten events.
+		if ok, _ := d.Apply(ctx, acct, oandb.Event{Seq: 2, EventID: "p2"}, oandb.Effect{}, false); ok {
+			t.Error("a pruned event below the cursor was applied again")
+		}
+		out, _ := d.PendingOutbound(ctx, acct)
+		if len(out) != 4 {
+			t.Errorf("%d undelivered messages after Prune, want 4 (only delivered ones go)", len(out))
+		}
+	})
+
 	t.Run("Status", func(t *testing.T) {
 		a, b := open(t)
 		if st, key, err := a.Status(ctx, acct); err != nil || st != oandb.StatusOK || key != "" {

@@ -254,6 +254,19 @@ func (s *Store) Delivered(ctx context.Context, account, id string) error {
 	})
 }
 
+func (s *Store) Prune(ctx context.Context, account string, belowSeq uint64) error {
+	if belowSeq > 1<<63-1 {
+		belowSeq = 1<<63 - 1
+	}
+	return s.tx(ctx, account, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oan_events WHERE account = ? AND seq < ?`, account, int64(belowSeq)); err != nil {
+			return wrap(err)
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM oan_outbound WHERE account = ? AND delivered = 1`, account)
+		return wrap(err)
+	})
+}
+
 func (s *Store) Conversation(ctx context.Context, account, id string) (oandb.Conversation, bool, error) {
 	var c oandb.Conversation
 	err := s.db.Read.QueryRowContext(ctx, `SELECT conversation_id, gofer_id FROM oan_conversations WHERE account = ? AND conversation_id = ?`, account, id).

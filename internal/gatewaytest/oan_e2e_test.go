@@ -298,8 +298,27 @@ input_timeout_seconds = 8
 	}
 	t.Logf("kill -9 mid-stream: %d events emitted during the crash window, each applied once; cursor %d → %d → %d", n, before, mid, after)
 
-	// Revocation, then a new pairing; then a ban.
+	// Revocation, then a new pairing; then a ban. The owner, subscribed
+	// to the endpoint, sees its presence go unavailable.
+	ready := filepath.Join(e.Dir, "presence.ready")
+	type scriptOut struct {
+		stdout []byte
+		stderr string
+		err    error
+	}
+	presence := make(chan scriptOut, 1)
+	go func() {
+		o, se, err := execSlixmpp(t, e, "oan.py", "alice", "--endpoint", ep.String(), "--mode", "presence", "--ready-file", ready)
+		presence <- scriptOut{o, se, err}
+	}()
+	WaitFor(t, 60*time.Second, "the owner to see the endpoint available", func() bool {
+		_, err := os.Stat(ready)
+		return err == nil
+	})
 	srv.Revoke()
+	if p := <-presence; p.err != nil || !strings.Contains(string(p.stdout), `"check": "presence"`) {
+		t.Fatalf("presence script: %v\n%s\n%s", p.err, p.stdout, p.stderr)
+	}
 	gw2.WaitLog("OAN revoked the API key", 30*time.Second)
 	res, err = c.Call(ctx, ep, "list_gofers", json.RawMessage(`{}`), agentclient.CallOptions{})
 	if err != nil || res.State != "failed" {

@@ -14,6 +14,8 @@ Modes (--mode):
              an error reply
   chat       as the owner: a chat message to the endpoint comes back as
              the Gofer's reply, from the endpoint
+  presence   subscribe to the endpoint, see it available, touch
+             --ready-file, then see it go unavailable (the key revoked)
 """
 
 import asyncio
@@ -37,6 +39,7 @@ def extra_args(p):
     p.add_argument("--request", default="")
     p.add_argument("--revision", default="0")
     p.add_argument("--body", default="hello from slixmpp")
+    p.add_argument("--ready-file", default="")
 
 
 def invoke_el(tool, version, mhash, args, request_id):
@@ -59,7 +62,9 @@ class OAN:
         self.x = x
         self.ep = x.args.endpoint
         self.inbox = []
+        self.presences = []
         x.register_handler(Callback("chat", MatchXPath("{%s}message" % CLIENT), lambda m: self.inbox.append(m.xml)))
+        x.register_handler(Callback("presence", MatchXPath("{%s}presence" % CLIENT), lambda p: self.presences.append(p.xml)))
 
     async def pin(self):
         m = await self.x.result("get", self.ep, el(API, "manifest-request"), q(API, "manifest"))
@@ -144,6 +149,26 @@ class OAN:
             emit("chat", frm=got.get("from"), body=want)
 
 
+    def endpoint_presence(self):
+        return [p.get("type", "available") for p in self.presences if p.get("from", "").split("/")[0] == self.ep]
+
+    async def presence(self, ready_file):
+        with check("presence"):
+            await self.x.get_roster()
+            self.x.send_presence(pto=self.ep, ptype="subscribe")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "available" not in self.endpoint_presence():
+                await asyncio.sleep(0.05)
+            expect("available" in self.endpoint_presence(), "the endpoint is not available: %s", self.endpoint_presence())
+            n = len(self.endpoint_presence())
+            open(ready_file, "w").close()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "unavailable" not in self.endpoint_presence()[n:]:
+                await asyncio.sleep(0.05)
+            expect("unavailable" in self.endpoint_presence()[n:], "the endpoint stayed available: %s", self.endpoint_presence())
+            emit("presence", seen=self.endpoint_presence())
+
+
 async def scenario(x):
     o = OAN(x)
     mode = x.args.mode
@@ -155,6 +180,8 @@ async def scenario(x):
         await o.nonowner()
     elif mode == "chat":
         await o.chat(x.args.body)
+    elif mode == "presence":
+        await o.presence(x.args.ready_file)
     else:
         raise CheckFailed("unknown mode " + mode)
 

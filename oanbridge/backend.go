@@ -227,6 +227,7 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 	if st, kid, err := b.st.Status(ctx, b.o.Endpoint); err != nil {
 		return 0, err
 	} else if st != oandb.StatusOK && kid == id {
+		b.log.Error("the OAN API key was "+st+" earlier; the endpoint stays unavailable until it is paired again (agentgw oan pair --force)", "key_id", id)
 		return 0, b.waitForNewKey(ctx, id, st)
 	}
 

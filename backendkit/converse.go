@@ -101,6 +101,9 @@ type Message struct {
 	Question *Question // an XEP-0004 form asking for a structured answer
 	// Store asks for offline storage (XEP-0334 store hint).
 	Store bool
+	// Nick is the display name of the person the message speaks for (an
+	// IM network user relayed by a connector; XEP-0172), untrusted text.
+	Nick string
 }
 
 // Question is a structured question rendered as an XEP-0004 form.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
+	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/store"
@@ -18,6 +19,7 @@ var migrations = []store.Migrations{
 	tasksqlite.Migrations,
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
+	chatsqlite.Migrations,
 	oansqlite.Migrations,
 }
 

@@ -66,10 +66,13 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 		names = append(names, n)
 	}
 	rows.Close()
-	// The legacy identities are kept (nothing applied twice); migrations
-	// added since (0018_oan.sql, …) follow, each once.
+	// The recorded names are kept; migrations added since (the IM chat
+	// queue 0016b, the OAN bridge 0018) are applied after them, each once.
 	if len(names) < len(legacyNames) || !slices.Equal(names[:len(legacyNames)], legacyNames) || len(slices.Compact(slices.Clone(names))) != len(names) {
-		t.Fatalf("schema_migrations = %q, want %q followed by the newer ones", names, legacyNames)
+		t.Fatalf("schema_migrations = %q, want %q first", names, legacyNames)
+	}
+	if !slices.Contains(names, "migrations/0016b_connector_chat.sql") || !slices.Contains(names, "migrations/0018_oan.sql") {
+		t.Fatalf("schema_migrations = %q: the newer migrations were not applied", names)
 	}
 
 	// Directory: the registered, active manifest loads; a new version

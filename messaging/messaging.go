@@ -35,8 +35,9 @@ type Limits struct {
 	MaxBodyBytes int
 	// MaxFiles bounds the files shared with one message.
 	MaxFiles int
-	// PerSecond and Burst are the token bucket of one conversation (an
-	// endpoint and one peer's bare JID), each direction on its own.
+	// PerSecond and Burst are the token bucket of what one peer (bare
+	// JID) sends one endpoint; what the endpoint sends that peer has its
+	// own bucket, ten times as large (outFactor).
 	PerSecond float64
 	Burst     int
 	// MaxQueued bounds the turns accepted but not yet handed to backends.

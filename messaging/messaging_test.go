@@ -38,6 +38,12 @@ func (r *recSender) SendIQ(context.Context, *xmltree.Element) (*xmltree.Element,
 	return nil, errors.New("no IQs here")
 }
 
+func (r *recSender) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sent)
+}
+
 func (r *recSender) take() []*xmltree.Element {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -353,7 +359,7 @@ func TestRateBacklogAndRefusals(t *testing.T) {
 	h.s.handle(ctx, msg(ep, "x1", "hello"))
 	waitTurns(t, h.conv, 1)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(h.out.sent) == 0 && time.Now().Before(deadline) {
+	for h.out.count() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	out = h.out.take()
@@ -364,7 +370,9 @@ func TestRateBacklogAndRefusals(t *testing.T) {
 	if c != agentproto.CondUndefinedCondition || strings.Contains(text, "s3cret") || len(text) > maxRefusalText+4 {
 		t.Fatalf("refusal %s %q", c, text)
 	}
+	h.conv.mu.Lock()
 	h.conv.err = backendkit.ErrChatUnavailable
+	h.conv.mu.Unlock()
 	h.s.handle(ctx, msg(ep, "x1", "hello"))
 	waitTurns(t, h.conv, 2)
 }
@@ -394,7 +402,7 @@ func TestChatSendConsentAndShape(t *testing.T) {
 	if out := f.out.take(); len(out) != 1 || out[0].AttrValue("to") != "bob@example.test" {
 		t.Fatalf("the consented message to bob: %v", out)
 	}
-	err := chat.Send(ctx, backendkit.Message{Endpoint: ep, Resource: "ch", To: alice, ID: "reply-1", Body: "<x/> \x00 ok", ReplyTo: "a1", Store: true,
+	err := chat.Send(ctx, backendkit.Message{Endpoint: ep, Resource: "ch", To: alice, ID: "reply-1", Body: "<x/> \x00 ok", ReplyTo: "a1", Store: true, Nick: " Bob\x01 ",
 		Files: []backendkit.File{{URL: "https://up.example.test/f.txt", Name: "f\x01.txt"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -418,6 +426,9 @@ func TestChatSendConsentAndShape(t *testing.T) {
 	}
 	if m.Child(ns.Reply, "reply").AttrValue("id") != "a1" || m.Child(ns.Hints, "store") == nil || m.Child(ns.ChatStates, "active") == nil {
 		t.Fatalf("message %s", m)
+	}
+	if n := m.Child(ns.Nick, "nick"); n == nil || n.Text != "Bob\uFFFD" {
+		t.Fatalf("nick %v", n)
 	}
 	if d := m.Child(ns.OOB, "x").Child(ns.OOB, "desc").Text; d != "f\uFFFD.txt" {
 		t.Fatalf("file name %q", d)
@@ -469,5 +480,50 @@ func TestLRUAndBucket(t *testing.T) {
 	}
 	if !b.allow(now.Add(time.Second), 1, 3) {
 		t.Fatal("no refill")
+	}
+}
+
+func TestOutboundRate(t *testing.T) {
+	f := newFixture(t, Limits{PerSecond: 0.001, Burst: 1})
+	ctx := context.Background()
+	ep := "chat@" + domain
+	f.conv.rcpts = []string{"inbox@example.test"}
+	chat := f.s.ChatFor(ep)
+	for i := 0; i < outFactor; i++ {
+		if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: "inbox@example.test", Body: "m"}); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: "inbox@example.test", Body: "m"}); !errors.Is(err, backendkit.ErrChatRateLimited) {
+		t.Fatalf("beyond the outbound burst: %v", err)
+	}
+}
+
+// iqSender answers disco#info for two servers.
+type iqSender struct{ recSender }
+
+func (s *iqSender) SendIQ(_ context.Context, iq *xmltree.Element) (*xmltree.Element, error) {
+	q := xmltree.New(ns.DiscoInfo, "query")
+	switch iq.AttrValue("to") {
+	case "blocks.test":
+		q.Add(xmltree.New(ns.DiscoInfo, "feature", "var", "urn:xmpp:blocking"))
+	case "plain.test":
+		q.Add(xmltree.New(ns.DiscoInfo, "feature", "var", ns.DiscoInfo))
+	default:
+		return nil, errors.New("remote-server-not-found")
+	}
+	return xmltree.New(component.NSComponent, "iq", "type", "result").Add(q), nil
+}
+
+func TestCheckBlocking(t *testing.T) {
+	var log bytes.Buffer
+	s := New(Options{Domain: jid.MustParse(domain), Sender: &iqSender{}, Resolver: resolver{},
+		Backend: func(string) (any, bool) { return nil, false }, Log: slog.New(slog.NewTextHandler(&syncWriter{b: &log}, nil))})
+	got := s.CheckBlocking(context.Background(), []string{"blocks.test", "plain.test", "gone.test"})
+	if !got["blocks.test"] || got["plain.test"] || got["gone.test"] {
+		t.Fatalf("answers %v", got)
+	}
+	if n := strings.Count(log.String(), "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want 2 (no feature, no answer):\n%s", n, log.String())
 	}
 }

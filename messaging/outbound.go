@@ -27,6 +27,12 @@ const (
 	questionIDVar      = "question_id"
 )
 
+// outFactor scales the conversation rate for what an endpoint sends: one
+// peer may be a configured inbox that receives a whole IM network's
+// traffic, and an agent may answer in several messages; the bound still
+// stops a runaway backend from flooding a person.
+const outFactor = 10
+
 var questionFieldTypes = []string{"boolean", "list-single", "list-multi", "text-single", "text-multi", "fixed"}
 
 // ChatFor returns the Chat a backend serving endpoints speaks through: it
@@ -143,7 +149,7 @@ func (c *chat) Send(ctx context.Context, m backendkit.Message) error {
 		return backendkit.ErrChatRefused
 	}
 	conv := s.conv(k)
-	if !conv.out.allow(time.Now(), s.lim.PerSecond, s.lim.Burst) {
+	if !conv.out.allow(time.Now(), outFactor*s.lim.PerSecond, outFactor*s.lim.Burst) {
 		s.mu.Unlock()
 		return backendkit.ErrChatRateLimited
 	}
@@ -159,6 +165,11 @@ func (c *chat) Send(ctx context.Context, m backendkit.Message) error {
 	el.Add(xmltree.New(ns.StanzaID, "origin-id", "id", id))
 	if r := ident(m.ReplyTo); r != "" {
 		el.Add(xmltree.New(ns.Reply, "reply", "id", r, "to", to.Bare().String()))
+	}
+	if n := clipTo(m.Nick, maxNameBytes); n != "" {
+		// XEP-0172: the display name of the person the message speaks
+		// for (an IM network user behind a connector).
+		el.Add(xmltree.New(ns.Nick, "nick").WithText(n))
 	}
 	el.Add(oob...)
 	el.Add(form)
@@ -314,10 +325,12 @@ func questionText(q *backendkit.Question) string {
 }
 
 // clip is untrusted display text made safe for XML and bounded.
-func clip(s string) string {
-	s = xmltree.Sanitize(s)
-	if len(s) > maxQuestionText {
-		s = strings.ToValidUTF8(s[:maxQuestionText], "")
+func clip(s string) string { return clipTo(s, maxQuestionText) }
+
+func clipTo(s string, n int) string {
+	s = strings.TrimSpace(xmltree.Sanitize(s))
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
 	}
 	return s
 }

@@ -67,6 +67,7 @@ bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
 bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
+bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a
 # trivial component echoing the same exchange.

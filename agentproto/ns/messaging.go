@@ -9,6 +9,7 @@ const (
 	StanzaID      = "urn:xmpp:sid:0"                        // XEP-0359 (origin-id, stanza-id)
 	Reply         = "urn:xmpp:reply:0"                      // XEP-0461
 	OOB           = "jabber:x:oob"                          // XEP-0066 (XEP-0363 URLs are shared this way)
+	Nick          = "http://jabber.org/protocol/nick"       // XEP-0172
 	BlockingError = "urn:xmpp:blocking:errors"              // XEP-0191 <blocked/> in an error
 	Client        = "jabber:client"
 )

@@ -193,6 +193,18 @@ type Connector struct {
 	BaseURL    string `toml:"base_url"`
 	APIKeyEnv  string `toml:"api_key_env"`
 	APIKeyFile string `toml:"api_key_file"`
+	// Inbox is the bare JID that receives the IM network's messages (IM
+	// Profile v2) and whose replies go back; empty bridges tools only.
+	Inbox string `toml:"inbox"`
+	// UploadService is the XEP-0363 service JID for inbound files; empty
+	// discovers it on the server's domain.
+	UploadService string `toml:"upload_service"`
+	// DownloadOrigins are further origins (scheme://host[:port]) files
+	// that XMPP users share may be downloaded from, beside the upload
+	// service's own.
+	DownloadOrigins []string `toml:"download_origins"`
+	// MaxFileBytes caps one file each way. Default 10 MiB.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
 // OAN is an OpenAgentNetwork account: the gateway is its connector
@@ -432,6 +444,25 @@ func (c *Config) Validate() error {
 			}
 			if (a.Connector.APIKeyEnv == "") == (a.Connector.APIKeyFile == "") {
 				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
+			}
+			if in := a.Connector.Inbox; in != "" {
+				if j, err := jid.Parse(in); err != nil || j.Resourcepart() != "" {
+					add("%s: [agents.connector] inbox must be a bare JID", where)
+				}
+			}
+			if us := a.Connector.UploadService; us != "" {
+				if j, err := jid.Parse(us); err != nil || j.Resourcepart() != "" || j.Localpart() != "" {
+					add("%s: [agents.connector] upload_service must be a service JID (a domain)", where)
+				}
+			}
+			for _, o := range a.Connector.DownloadOrigins {
+				if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+					u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+					add("%s: [agents.connector] download_origins entries must be scheme://host[:port]", where)
+				}
+			}
+			if a.Connector.MaxFileBytes < 0 || a.Connector.MaxFileBytes > 1<<30 {
+				add("%s: [agents.connector] max_file_bytes must be between 0 (default 10 MiB) and 1 GiB", where)
 			}
 		}
 		if a.OAN != nil {

@@ -10,7 +10,8 @@ type Messaging struct {
 	// MaxFiles bounds the files shared with one message.
 	MaxFiles int `toml:"max_files"`
 	// PerConversationPerSecond and PerConversationBurst are the token
-	// bucket of one conversation (endpoint and peer), each direction.
+	// bucket of what one peer sends one endpoint (the endpoint may send
+	// the peer ten times as much).
 	PerConversationPerSecond float64 `toml:"per_conversation_per_second"`
 	PerConversationBurst     int     `toml:"per_conversation_burst"`
 	// MaxQueued bounds the turns accepted but not yet taken by backends.

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
@@ -145,7 +148,7 @@ func TestSlixmppMessaging(t *testing.T) {
 		"--missing", e.Endpoint("nobody").String(), "--max-body", "2048")
 	requireChecks(t, checks, "disco", "not-conversing", "presence-subscribe", "receipt-and-chat-states",
 		"no-receipt-unrequested", "task-payload-not-a-turn", "dedup", "markup-is-text", "oversize",
-		"question-form", "files", "flood")
+		"question-form", "files", "flood", "xml-illegal-closed")
 
 	var dup string
 	for _, c := range checks {
@@ -181,6 +184,38 @@ func TestSlixmppMessaging(t *testing.T) {
 	if !markup {
 		t.Error("the markup body did not reach the backend as the same text")
 	}
+	for _, tr := range b.Turns() {
+		if strings.Contains(tr.Body, "bad") && strings.Contains(tr.Body, "char") {
+			t.Errorf("the XML-illegal message reached the backend: %q", tr.Body)
+		}
+	}
+	// The gateway still chats after the hostile client was cut off.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, bob := e.DialConn("bob")
+	replied := make(chan string, 8)
+	bob.OnMessage(func(m *xmltree.Element) {
+		if body := m.Child("", "body"); body != nil {
+			replied <- body.Text
+		}
+	})
+	m := xmltree.New(ns.Client, "message", "type", "chat", "to", e.Endpoint("chat").String(), "id", "bob-1")
+	m.Add(xmltree.New(ns.Client, "body").WithText("still there?"))
+	if err := bob.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-replied:
+		if got != "echo: still there?" {
+			t.Fatalf("bob got %q", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no reply after the hostile client")
+	}
+	// This Prosody runs without mod_blocklist: the gateway says so.
+	WaitFor(t, 30*time.Second, "the warning about a server without XEP-0191", func() bool {
+		return strings.Contains(e.Log.String(), "does not advertise XEP-0191 blocking")
+	})
 	st := e.Gateway.Messaging.Stats()
 	logged := strings.Count(e.Log.String(), "reason=rate")
 	t.Logf("messaging stats %+v; rate drops logged %d times", st, logged)
@@ -210,6 +245,12 @@ func TestMessagingBlockingEjabberd(t *testing.T) {
 
 func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 	e, b := messagingEnv(t, srv, false)
+	WaitFor(t, 30*time.Second, "the gateway to find the server's XEP-0191 support", func() bool {
+		return strings.Contains(e.Log.String(), "the XMPP server advertises XEP-0191 blocking")
+	})
+	if strings.Contains(e.Log.String(), "does not advertise XEP-0191") {
+		t.Error("warned about missing blocking on a server that blocks")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, alice := e.DialConn("alice")
@@ -292,4 +333,152 @@ func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 	mu.Lock()
 	t.Logf("alice received %q", bodies)
 	mu.Unlock()
+}
+
+// TestMessagingThroughConnector is the Human Messaging proof with a real
+// conversing backend: the connector bridge's IM Profile v2 behind the
+// reference connector, `agentgw serve`, Prosody, and slixmpp as the human
+// (the agent's inbox). The endpoint advertises the messaging features
+// while it converses; the human's message reaches the IM side, with a
+// receipt only when one was asked for; the IM side's typing becomes chat
+// states; a message resent with the same id reaches the IM side once; an
+// IM message carries its sender's nickname; and anyone but the inbox gets
+// the bridge's refusal as a clear error reply.
+func TestMessagingThroughConnector(t *testing.T) {
+	needSlixmpp(t)
+	srv, err := connectortest.Start(connectortest.Options{APIKey: connectorKey, FormToken: formToken, RetryInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	t.Setenv("AGENTGW_TEST_CONNECTOR_KEY", connectorKey)
+	t.Setenv("AGENTGW_TEST_FORM_TOKEN", formToken)
+	server := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{HTTPUpload: true})
+	e := Prepare(t, Options{Server: server, Users: []string{"alice", "bob"}, TOML: fmt.Sprintf(`
+[[agents]]
+jid = "im@%s"
+[agents.connector]
+base_url = %q
+api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
+inbox = %q
+`, server.ComponentDomain, srv.URL(), "alice@"+server.Domain)})
+	gw := e.Serve("gw")
+	defer gw.Stop()
+	e.Agentgw(0, "connector", "auth", "--config", e.ConfigPath, "--flow", "token_form",
+		"--field", "account=alice", "--field-env", "token=AGENTGW_TEST_FORM_TOKEN", e.Endpoint("im").String())
+	ep := e.Endpoint("im").String()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, bob := e.DialConn("bob")
+
+	// disco#info lists the messaging features once the channel converses.
+	features := func() map[string]bool {
+		iq := xmltree.New(ns.Client, "iq", "type", "get", "to", ep, "id", ids.New("d-"))
+		iq.Add(xmltree.New(ns.DiscoInfo, "query"))
+		res, err := bob.SendIQ(ctx, iq)
+		if err != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		for _, f := range res.Child(ns.DiscoInfo, "query").ChildrenNamed(ns.DiscoInfo, "feature") {
+			out[f.AttrValue("var")] = true
+		}
+		return out
+	}
+	WaitFor(t, 60*time.Second, "the IM endpoint to advertise chat", func() bool {
+		f := features()
+		return f[ns.ChatStates] && f[ns.Receipts] && f[ns.Reply] && f[ns.StanzaID]
+	})
+
+	alice := startInbox(t, e, "alice")
+	var first string
+	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
+		first = srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", SenderName: "Bob", Text: "hi alice"})
+		return first != ""
+	})
+	in := alice.wait(60*time.Second, "the IM message at the inbox", func(m map[string]any) bool {
+		return m["event"] == "message" && m["origin_id"] == "im_"+first
+	})
+	if in["nick"] != "Bob" {
+		t.Errorf("the IM sender's nickname did not arrive: %v", in)
+	}
+	from := in["from"].(string)
+
+	outbound := func(text string) int {
+		n := 0
+		for _, o := range srv.Outbound() {
+			if o.Text == text {
+				n++
+			}
+		}
+		return n
+	}
+	// A receipt when asked for ...
+	alice.send(map[string]any{"to": from, "body": "hello Bob", "thread": "conv_bob", "id": "alice-r1"})
+	alice.wait(60*time.Second, "the receipt for a message that asked", func(m map[string]any) bool {
+		return m["event"] == "receipt" && m["id"] == "alice-r1"
+	})
+	// ... and none when not: the connector acknowledges both, in order.
+	alice.send(map[string]any{"to": from, "body": "no receipt please", "thread": "conv_bob", "id": "alice-q1", "receipt": false})
+	alice.send(map[string]any{"to": from, "body": "and this one asks", "thread": "conv_bob", "id": "alice-r2"})
+	alice.wait(60*time.Second, "the receipt of the later message", func(m map[string]any) bool {
+		return m["event"] == "receipt" && m["id"] == "alice-r2"
+	})
+	WaitFor(t, 30*time.Second, "the unreceipted message on the IM side", func() bool { return outbound("no receipt please") == 1 })
+	for _, m := range alice.of("receipt") {
+		if m["id"] == "alice-q1" {
+			t.Errorf("a receipt for a message that did not ask for one: %v", m)
+		}
+	}
+
+	// The IM side types: chat states (alice sent <active/>, so she speaks them).
+	if !srv.SendActivity("conv_bob", "typing") {
+		t.Fatal("no channel for chat.activity")
+	}
+	alice.wait(30*time.Second, "composing from the IM side", func(m map[string]any) bool {
+		return m["event"] == "chatstate" && m["state"] == "composing" && m["from"] == from
+	})
+	srv.SendActivity("conv_bob", "paused")
+	alice.wait(30*time.Second, "paused from the IM side", func(m map[string]any) bool {
+		return m["event"] == "chatstate" && m["state"] == "paused"
+	})
+
+	// A message resent with the same id reaches the IM side once.
+	for i := 0; i < 2; i++ {
+		alice.send(map[string]any{"to": from, "body": "sent twice", "thread": "conv_bob", "id": "alice-dup"})
+	}
+	alice.send(map[string]any{"to": from, "body": "after the resend", "thread": "conv_bob", "id": "alice-after"})
+	WaitFor(t, 60*time.Second, "the message after the resend on the IM side", func() bool { return outbound("after the resend") == 1 })
+	if n := outbound("sent twice"); n != 1 {
+		t.Errorf("a message sent twice with one id reached the IM side %d times", n)
+	}
+
+	// Anyone but the inbox: the bridge refuses, and the sender is told.
+	got := make(chan *xmltree.Element, 4)
+	bob.OnMessage(func(m *xmltree.Element) {
+		if m.AttrValue("type") == "error" {
+			got <- m
+		}
+	})
+	m := xmltree.New(ns.Client, "message", "type", "chat", "to", from, "id", "bob-1")
+	m.Add(xmltree.New(ns.Client, "body").WithText("let me in"))
+	if err := bob.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case er := <-got:
+		se := agentproto.ParseError(er)
+		if er.AttrValue("id") != "bob-1" || se == nil || !strings.Contains(se.Text, "inbox") || er.Child("", "body") != nil {
+			t.Fatalf("bob's error reply: %s", er)
+		}
+		t.Logf("bob was told: %s (%s)", se.Text, se.Condition)
+	case <-ctx.Done():
+		t.Fatal("bob got no error reply")
+	}
+	if outbound("let me in") != 0 {
+		t.Error("a stranger's message reached the IM side")
+	}
+	if t.Failed() {
+		t.Logf("gateway log tail:\n%s", tail(gw.Log(), 6000))
+	}
 }

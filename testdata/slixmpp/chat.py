@@ -287,6 +287,17 @@ class Chat:
             expect(len(errors) <= 5, "%d error replies to one flood: not once per burst", len(errors))
             emit("flood", answered=answered, errors=len(errors), sent=a.flood)
 
+        with check("xml-illegal-closed"):
+            # U+0001 cannot appear in XML 1.0, not even as a character
+            # reference: the server closes this client's stream, and the
+            # message never reaches the gateway (the Go test then checks
+            # the gateway still chats).
+            gone = asyncio.get_event_loop().create_future()
+            self.x.add_event_handler("disconnected", lambda *_: gone.done() or gone.set_result(True))
+            self.x.send_raw('<message to="%s" type="chat" id="%s"><body>bad &#x1; char</body></message>' % (a.chat, new_id()))
+            await asyncio.wait_for(gone, 30)
+            emit("xml-illegal-closed")
+
 
 async def scenario(x):
     await Chat(x).run()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgw/agentgw/internal/transfer"
 	"github.com/agentgw/agentgw/oanbridge/wire"
 )
 
@@ -208,47 +209,26 @@ func firstLine(s string) string {
 	return s
 }
 
-// storageClient fetches a signed download URL (§2.4): a different host,
-// so it carries no OAN credentials at all and follows no redirect.
-var storageClient = &http.Client{
-	Timeout:       60 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
-
 // MaxAttachmentBytes bounds a signed-URL download (OAN's upload limit).
 const MaxAttachmentBytes = 10 << 20
 
 // FetchSigned downloads a signed attachment URL (§2.4) from the storage
-// host: no OAN credentials, no redirects, at most MaxAttachmentBytes.
+// host with the project's one safe fetcher (internal/transfer): only that
+// URL's origin, no OAN credentials (no Authorization at all), no
+// redirect off the origin, at most MaxAttachmentBytes.
 func FetchSigned(ctx context.Context, signed string) ([]byte, error) {
 	return fetchSigned(ctx, signed, MaxAttachmentBytes)
 }
 
-// fetchSigned downloads at most limit bytes from a signed URL without any
-// Authorization header.
 func fetchSigned(ctx context.Context, signed string, limit int64) ([]byte, error) {
-	u, err := url.Parse(signed)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+	o := transfer.OriginOf(signed)
+	if o == "" {
 		return nil, errors.New("the signed URL is malformed")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	f := &transfer.Fetcher{Allow: []string{o}, MaxBytes: limit, Timeout: 60 * time.Second}
+	file, err := f.Fetch(ctx, signed)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := storageClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot fetch the attachment: %w", scrubURLErr(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the storage host answered HTTP %d", resp.StatusCode)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, errors.New("the attachment exceeds the size limit")
-	}
-	return data, nil
+	return file.Data, nil
 }

@@ -43,3 +43,16 @@ func MCPCode(n int64) string { return CodePrefixMCP + strconv.FormatInt(n, 10) }
 
 // XAgentCode is the failure code of a connector's own error code.
 func XAgentCode(code string) string { return CodePrefixXAgent + code }
+
+// Failure codes of the OpenAgentNetwork bridge (docs/oan-bridge.md).
+const (
+	// CodeOANNoReply: OAN accepted a chat message (202) but no reply
+	// arrived within the bridge's reply timeout — the protocol's silent
+	// failure (§4). The message is never re-sent automatically.
+	CodeOANNoReply = "agentgw:oan-no-reply"
+	// CodeOANNotOwner: the tool acts for the OAN account's owner and the
+	// caller is not the configured owner.
+	CodeOANNotOwner = "agentgw:oan-not-owner"
+	// CodeOANRefused: OAN refused the request (a 4xx other than 401).
+	CodeOANRefused = "agentgw:oan-refused"
+)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"mellium.im/xmpp/jid"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/transfer"
 	"github.com/agentgw/agentgw/mcpbridge"
+	"github.com/agentgw/agentgw/oanbridge"
+	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 )
 
 var (
@@ -94,9 +97,38 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			}
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
+		case a.OAN != nil:
+			o := OANOptions(g.cfg, a)
+			o.Endpoint = ep
+			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = oansqlite.New(g.DB), publisher{g}, availability{g}, log, g.secrets
+			b, err := oanbridge.New(o)
+			if err != nil {
+				return fmt.Errorf("agent %s: %w", ep, err)
+			}
+			g.backends[ep] = b
+			g.starters = append(g.starters, b.Start)
 		}
 	}
 	return nil
+}
+
+// OANOptions turns an [[agents]] entry with an [agents.oan] table into the
+// bridge's options. The key file is read by the bridge at every connect
+// (and watched after a revocation), never here. Store, Publisher,
+// Availability, Logger and Secrets are left for the caller.
+func OANOptions(cfg *config.Config, a config.Agent) oanbridge.Options {
+	o := oanbridge.Options{Endpoint: a.JID, Name: a.Name, Title: a.Title, Description: a.Description, Version: a.Version}
+	if a.OAN == nil {
+		return o
+	}
+	o.BaseURL, o.KeyFile, o.Owner = a.OAN.BaseURL, cfg.Path(a.OAN.APIKeyFile), a.OAN.Owner
+	if p, err := config.ParsePrincipal(a.OAN.Owner); err == nil {
+		o.Owner = p // the form callers are compared in
+	}
+	if a.OAN.ReplyTimeoutSeconds > 0 {
+		o.ReplyTimeout = time.Duration(a.OAN.ReplyTimeoutSeconds) * time.Second
+	}
+	return o
 }
 
 // MCPOptions turns an [[agents]] entry with an [agents.mcp] table into

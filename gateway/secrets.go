@@ -29,6 +29,9 @@ func Secrets(cfg *config.Config) []string {
 				add("", c.APIKeyFile)
 			}
 		}
+		if o := a.OAN; o != nil && o.APIKeyFile != "" {
+			add("", o.APIKeyFile)
+		}
 		if m := a.MCP; m != nil {
 			for _, env := range m.HeadersEnv {
 				add(env, "")

@@ -9,6 +9,7 @@ import (
 	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
@@ -21,6 +22,7 @@ var migrations = []store.Migrations{
 	bindingsqlite.Migrations,
 	chatsqlite.Migrations,
 	selfregsqlite.Migrations,
+	oansqlite.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every

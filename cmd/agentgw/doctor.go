@@ -32,6 +32,7 @@ import (
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/mcpbridge"
+	"github.com/agentgw/agentgw/oanbridge"
 )
 
 func init() {
@@ -379,7 +380,25 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 		d.checkMCP(ctx, cfg, a, what)
 	case a.Connector != nil:
 		d.checkConnector(ctx, cfg, a, db, what)
+	case a.OAN != nil:
+		d.checkOAN(ctx, cfg, a, what)
 	}
+}
+
+// checkOAN checks an OpenAgentNetwork agent: its key file and that OAN
+// accepts the key.
+func (d *doctor) checkOAN(ctx context.Context, cfg *config.Config, a config.Agent, what string) {
+	keyFile := cfg.Path(a.OAN.APIKeyFile)
+	if k, err := oanbridge.ReadKey(keyFile); err == nil {
+		d.red.Add(k)
+	}
+	hctx, cancel := context.WithTimeout(ctx, 2*d.timeout+time.Second)
+	defer cancel()
+	if err := oanbridge.Check(hctx, a.OAN.BaseURL, keyFile); err != nil {
+		d.fail(what, "OAN at %s: %s", redactURL(a.OAN.BaseURL), d.red.Scrub(err.Error()))
+		return
+	}
+	d.ok(what, "OAN at %s accepts the API key", redactURL(a.OAN.BaseURL))
 }
 
 func (d *doctor) checkManifest(cfg *config.Config, a config.Agent, what string) {

@@ -45,6 +45,8 @@ var tiers = map[string]int{
 	"a2abridge": 4, "a2abridge/front": 4,
 	"messaging": 4,
 	// The composition root, then the programs.
+	// The OpenAgentNetwork bridge (lane 18).
+	"oanbridge/oandb": 1, "oanbridge/oansqlite": 2, "oanbridge/wire": 2, "oanbridge/sio": 2, "oanbridge": 4,
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
 	// Self Registration (lane 21): its store interface and SQLite driver,
@@ -61,6 +63,7 @@ var forbidden = map[string][]string{
 	"federation":      {"database/sql", module + "internal/store"},
 	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
 	"mcpbridge":       {module + "component", module + "connectorbridge"},
+	"oanbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
 }
 
 // testHelper reports whether p exists only for tests (suites, fakes,

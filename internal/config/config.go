@@ -183,6 +183,7 @@ type Agent struct {
 	MCP       *MCP       `toml:"mcp"`
 	Connector *Connector `toml:"connector"`
 	A2A       *A2A       `toml:"a2a"`
+	OAN       *OAN       `toml:"oan"`
 }
 
 // A2A is an A2A agent backend: the URL of its Agent Card. No credentials
@@ -218,6 +219,20 @@ type Connector struct {
 	// MaxFileBytes caps one file each way. Default 10 MiB.
 	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
+
+// OAN is an OpenAgentNetwork account: the gateway is its connector
+// (docs/oan-bridge.md).
+type OAN struct {
+	BaseURL    string `toml:"base_url"`
+	APIKeyFile string `toml:"api_key_file"` // written by `agentgw oan pair`, mode 0600
+	Owner      string `toml:"owner"`        // the account owner's bare JID: escalations go here only
+	// ReplyTimeoutSeconds bounds the wait for a Gofer's reply to a chat
+	// message (the protocol's silent failure, §4); default 60.
+	ReplyTimeoutSeconds int `toml:"reply_timeout_seconds"`
+}
+
+// DefaultOANReplyTimeoutSeconds is reply_timeout_seconds when unset.
+const DefaultOANReplyTimeoutSeconds = 60
 
 // Load reads and validates the file at path.
 func Load(path string) (*Config, error) {
@@ -486,8 +501,25 @@ func (c *Config) Validate() error {
 				add("%s: [agents.a2a] url must be an http or https URL of an Agent Card, without credentials", where)
 			}
 		}
+		if a.OAN != nil {
+			n++
+			if u, err := url.Parse(a.OAN.BaseURL); a.OAN.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+				add("%s: [agents.oan] base_url must be an http or https URL without credentials, query or fragment", where)
+			}
+			if a.OAN.APIKeyFile == "" {
+				add("%s: [agents.oan] api_key_file is required (written by `agentgw oan pair`)", where)
+			}
+			if a.OAN.Owner == "" {
+				add("%s: [agents.oan] owner is required: the JID escalations go to", where)
+			} else if p, err := ParsePrincipal(a.OAN.Owner); err != nil || !strings.Contains(p, "@") {
+				add("%s: [agents.oan] owner must be a bare JID", where)
+			}
+			if a.OAN.ReplyTimeoutSeconds < 0 || a.OAN.ReplyTimeoutSeconds > 3600 {
+				add("%s: [agents.oan] reply_timeout_seconds must be between 1 and 3600 (0: the default 60)", where)
+			}
+		}
 		if n != 1 {
-			add("%s: set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.a2a]", where)
+			add("%s: set exactly one backend: manifest, [agents.mcp], [agents.connector], [agents.oan], [agents.acc] or [agents.a2a]", where)
 		}
 	}
 	errs = append(errs, c.Messaging.validate()...)

@@ -87,7 +87,7 @@ url = "ftp://x"
 		"jid \"not a jid\" is not a bare JID",
 		"is not below component_domain",
 		"url must be an http or https URL",
-		"set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.a2a]",
+		"set exactly one backend: manifest, [agents.mcp], [agents.connector], [agents.oan], [agents.acc] or [agents.a2a]",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -34,6 +34,8 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/oanbridge"
+	"github.com/agentgw/agentgw/oanbridge/oantest"
 )
 
 // secPlaces are where TestSecretsAudit looks, in table order.
@@ -66,11 +68,15 @@ const (
 	plConnAuthStart = "connector ws: auth.start frames"
 	plConnWSIn      = "connector ws: frames from the connector"
 	plConnLeak      = "connector ws: leak_key ack"
+	plCLIOAN        = "CLI oan pair: output"
+	plOANStorage    = "OAN storage host: Authorization headers"
+	plOANRequests   = "OAN server: request paths and bodies"
 )
 
 var secPlaceOrder = []string{plGatewayLog, plServeWrong, plDoctor, plDoctorWrong, plCLIConnector, plCLICaller, plFrontStderr, plFrontTraffic,
 	plStanzasIn, plStanzasOut, plProsodyLog, plComponentWire, plDB, plWAL, plSHM, plMetrics,
-	plMCPAuth, plMCPHeaders, plMCPReq, plMCPResp, plMCPLeak, plConnAuth, plConnHeaders, plConnHTTP, plConnWSOut, plConnAuthStart, plConnWSIn, plConnLeak}
+	plMCPAuth, plMCPHeaders, plMCPReq, plMCPResp, plMCPLeak, plConnAuth, plConnHeaders, plConnHTTP, plConnWSOut, plConnAuthStart, plConnWSIn, plConnLeak,
+	plCLIOAN, plOANStorage, plOANRequests}
 
 // secRecorder accumulates what each place saw.
 type secRecorder struct {
@@ -140,6 +146,7 @@ func TestSecretsAudit(t *testing.T) {
 	connURL, connSrv := secConnector(t, apiKey, form, rec)
 	mcpURL, mcpRejected := secMCPServer(t, mcpToken, rec)
 	metricsAddr := freeAddr(t)
+	oanSrv := startOAN(t)
 
 	t.Setenv("AGENTGW_SEC_CONNECTOR_KEY", apiKey)
 	t.Setenv("AGENTGW_SEC_FORM", form)
@@ -158,9 +165,16 @@ jid = "im@%[1]s"
 base_url = %[3]q
 api_key_env = "AGENTGW_SEC_CONNECTOR_KEY"
 
+[[agents]]
+jid = "secoan@%[1]s"
+[agents.oan]
+base_url = %[5]q
+api_key_file = "oan.key"
+owner = "alice@%[6]s"
+
 [metrics]
 listen = %[4]q
-`, srv.ComponentDomain, mcpURL, connURL, metricsAddr)})
+`, srv.ComponentDomain, mcpURL, connURL, metricsAddr, oanSrv.URL, srv.Domain)})
 	// The gateway reaches Prosody through the recording proxy.
 	cfgText, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
@@ -205,6 +219,23 @@ listen = %[4]q
 			t.Fatalf("agentgw %s exited %d:\n%s", strings.Join(args[:2], " "), code, out)
 		}
 	}
+	// The OAN agent is paired before serving; the key comes from the
+	// server, so it joins the audited secrets once it is known.
+	oanCode, err := oanSrv.PairingCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, code = secRun(t, e.Dir, nil, "oan", "pair", "--config", e.ConfigPath, "--code", oanCode, e.Endpoint("secoan").String())
+	rec.add(plCLIOAN, []byte(out))
+	if code != 0 {
+		t.Fatalf("agentgw oan pair exited %d:\n%s", code, out)
+	}
+	oanKeyBytes, err := os.ReadFile(filepath.Join(e.Dir, "oan.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oanKey := strings.TrimSpace(string(oanKeyBytes))
+	secrets = append(secrets, struct{ name, value string }{"OAN API key", oanKey})
 	out, code = secRun(t, e.Dir, nil, "doctor", "--config", e.ConfigPath, "--verbose")
 	rec.add(plDoctor, []byte(out))
 	if code != 0 {
@@ -228,6 +259,7 @@ listen = %[4]q
 	waitPinned(t, ctx, c, mcpEP, "leak_header")
 	waitPinned(t, ctx, c, imEP, "leak_key")
 	taskIDs := secCallerFlows(t, ctx, c, e, mcpEP, imEP)
+	secOANFlows(t, ctx, c, e.Endpoint("secoan"), oanSrv, rec)
 
 	// The CLI caller and the MCP front log in with the password.
 	login := []string{"--jid", "alice@" + srv.Domain, "--password-env", "AGENTGW_SEC_PASSWORD", "--server", srv.C2SAddr, "--insecure-skip-verify", "--gateway", srv.ComponentDomain, "-v"}
@@ -239,6 +271,7 @@ listen = %[4]q
 		{"call", mcpEP.String(), "ask", "--answer", `{"color":"teal"}`},
 		{"call", "--json", mcpEP.String(), "leak_header"},
 		{"call", "--json", imEP.String(), "leak_key"},
+		{"call", "--json", e.Endpoint("secoan").String(), "list_gofers"},
 		{"task state", imEP.String(), taskIDs[0]},
 		{"task result", imEP.String(), taskIDs[0]},
 	} {
@@ -320,6 +353,9 @@ listen = %[4]q
 		plDB + plWAL:    "hello connector",
 		plMCPReq:        "hello mcp",
 		plConnWSOut:     "hello connector",
+		plCLIOAN:        "paired",
+		plOANRequests:   "hello oan",
+		plOANStorage:    "storage requests: 1",
 	} {
 		text := rec.text(place)
 		if place == plDB+plWAL {
@@ -373,6 +409,53 @@ listen = %[4]q
 	}
 }
 
+// secOANFlows drives the OAN agent: a Gofer, a chat, a Gofer question,
+// a match request decided, and a fetch from the signed-URL storage host
+// (which must never see an Authorization header); then it files the OAN
+// server's view.
+func secOANFlows(t *testing.T, ctx context.Context, c *agentclient.Client, ep jid.JID, srv *oantest.Server, rec *secRecorder) {
+	t.Helper()
+	waitPinned(t, ctx, c, ep, "chat")
+	WaitFor(t, 30*time.Second, "the OAN stream", func() bool {
+		res, err := c.Call(ctx, ep, "list_gofers", json.RawMessage(`{}`), agentclient.CallOptions{})
+		return err == nil && res.State == "completed"
+	})
+	for _, call := range []struct{ tool, args string }{
+		{"create_gofer", `{}`},
+		{"chat", `{"message":"hello oan"}`},
+		{"chat", `{"message":"ask:enum"}`},
+	} {
+		res, err := c.Call(ctx, ep, call.tool, json.RawMessage(call.args), agentclient.CallOptions{
+			OnInput: func(context.Context, agentclient.InputRequest) (json.RawMessage, error) {
+				return json.RawMessage(`{"answer":"red"}`), nil
+			}})
+		if err != nil || res.State != "completed" {
+			t.Fatalf("OAN %s: %v %+v", call.tool, err, res)
+		}
+	}
+	// The storage host is fetched the way the bridge fetches signed URLs.
+	srv.Mode(map[string]any{"redirect": srv.StorageURL + "/steal"})
+	res, err := c.Call(ctx, ep, "list_gofers", json.RawMessage(`{}`), agentclient.CallOptions{})
+	srv.Mode(map[string]any{"redirect": ""})
+	if err != nil || res.State != "failed" {
+		t.Fatalf("list_gofers answered with a 307: %v %+v", err, res)
+	}
+	if data, err := oanbridge.FetchSigned(ctx, srv.StorageURL+"/blob/a?sig=1"); err != nil || string(data) != "blob" {
+		t.Fatalf("signed fetch: %v", err)
+	}
+	l, err := srv.Log()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.add(plOANStorage, []byte(fmt.Sprintf("storage requests: %d, with Authorization: %d", l.StorageHits, l.StorageAuthSeen)))
+	if l.StorageAuthSeen != 0 || l.StorageHits != 1 {
+		t.Errorf("the storage host saw %d requests, %d with Authorization (want 1, 0: the 307 is not followed)", l.StorageHits, l.StorageAuthSeen)
+	}
+	for _, r := range l.Requests {
+		rec.add(plOANRequests, []byte(r.Method+" "+r.Path+" "+string(r.Body)+"\n"))
+	}
+}
+
 // secRun runs the agentgw binary in dir and returns its combined output
 // and exit status; it never waits more than 90 s.
 func secRun(t *testing.T, dir string, stdin io.Reader, args ...string) (string, int) {
@@ -423,7 +506,7 @@ func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 		t.Fatal(err)
 	}
 	items, err := c.AllItems(ctx, gwJID, ns.Directory, 2)
-	if err != nil || len(items) != 3 {
+	if err != nil || len(items) != 4 { // static, secmcp, im, secoan
 		t.Fatalf("directory: %v %v", items, err)
 	}
 	if _, err := c.SearchPage(ctx, gwJID, "sec", 10, ""); err != nil {

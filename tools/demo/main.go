@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/oanbridge/oantest"
 )
 
 const (
@@ -76,8 +77,19 @@ func run(ctx context.Context) error {
 	defer conn.Close()
 	say("  %s", conn.URL())
 
+	step("Starting the reference OpenAgentNetwork server (Node, the real socket.io)")
+	oan, err := oantest.Start()
+	if err != nil {
+		return err
+	}
+	defer oan.Close()
+	say("  %s", oan.URL)
+
 	cfgPath, err := writeConfig(dir, root, srv, conn.URL())
 	if err != nil {
+		return err
+	}
+	if err := appendOAN(cfgPath, oan.URL, user+"@"+srv.Domain); err != nil {
 		return err
 	}
 	env := append(os.Environ(),
@@ -122,6 +134,15 @@ func run(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr, cmd.Dir = env, os.Stdout, os.Stdout, dir
 		return cmd.Run()
+	}
+
+	step("The operator pairs the OpenAgentNetwork agent with its account (the key is written 0600, never printed)")
+	oanCode, err := oan.PairingCode()
+	if err != nil {
+		return err
+	}
+	if err := sh("oan", "pair", "--config", cfgPath, "--code", oanCode, "gofers@agents.example.test"); err != nil {
+		return err
 	}
 
 	step("The operator authenticates the connector's channel (form flow; the token comes from the environment)")
@@ -185,6 +206,42 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	step("OpenAgentNetwork: create a Gofer and chat with it; its reply completes the call")
+	if err := waitFor(ctx, 60*time.Second, func() bool {
+		probe := exec.Command(bin, append(caller("tools"), "--json", "gofers@agents.example.test")...)
+		probe.Env = env
+		out, _ := probe.CombinedOutput()
+		return strings.Contains(string(out), `"name":"escalations"`)
+	}); err != nil {
+		dumpTail(logFile.Name())
+		return fmt.Errorf("the OAN agent did not appear: %w", err)
+	}
+	if err := sh(caller("call", "gofers@agents.example.test", "create_gofer", "--args", `{}`)...); err != nil {
+		return err
+	}
+	if err := sh(caller("call", "gofers@agents.example.test", "chat", "--args", `{"message":"I am looking for a tennis partner"}`)...); err != nil {
+		return err
+	}
+	step("OpenAgentNetwork: a Gofer question with enum constraints, answered")
+	if err := sh(caller("call", "gofers@agents.example.test", "chat", "--args", `{"message":"ask:enum"}`, "--answer", `{"answer":"green"}`)...); err != nil {
+		return err
+	}
+	step("OpenAgentNetwork: a counterpart asks to match; the owner accepts it through escalations (POSTed once)")
+	gofers := exec.Command(bin, append(caller("call", "--json", "gofers@agents.example.test", "list_gofers"), "--args", `{}`)...)
+	gofers.Env = env
+	if out, err := gofers.CombinedOutput(); err == nil {
+		if i := strings.Index(string(out), `"gofer_id":"`); i >= 0 {
+			id := string(out)[i+len(`"gofer_id":"`):]
+			if j := strings.IndexByte(id, '"'); j > 0 {
+				oan.MatchRequest(id[:j], "Tennis Fan")
+			}
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := sh(caller("call", "gofers@agents.example.test", "escalations", "--args", `{}`, "--answer", `{"decision":"accept"}`)...); err != nil {
+		return err
+	}
+
 	step("Done in %s; stopping agentgw, the connector and Prosody", time.Since(started).Round(100*time.Millisecond))
 	return nil
 }
@@ -228,6 +285,24 @@ inbox = "%s@%s"
 `, srv.ComponentAddr, srv.Domain, metricsPort, entry, connectorURL, user, srv.Domain)
 	path := filepath.Join(dir, "agentgw.toml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// appendOAN adds the OpenAgentNetwork agent, owned by the demo user.
+func appendOAN(cfgPath, baseURL, owner string) error {
+	f, err := os.OpenFile(cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, `
+[[agents]]
+jid = "gofers@agents.example.test"
+[agents.oan]
+base_url = %q
+api_key_file = "oan.key"
+owner = %q
+`, baseURL, owner)
+	return err
 }
 
 func mustRead(p string) []byte {

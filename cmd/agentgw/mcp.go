@@ -60,8 +60,13 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *refresh <= 0 {
 		*refresh = -1
 	}
-	if *httpAddr == "" && bf.given() {
-		return usagef("--bearer-env and --bearer-file need --http")
+	if *httpAddr == "" {
+		switch {
+		case *bf.env != "":
+			return usagef("--bearer-env needs --http")
+		case *bf.file != "":
+			return usagef("--bearer-file needs --http")
+		}
 	}
 	if *sessionTimeout <= 0 {
 		return usagef("--session-timeout must be positive")

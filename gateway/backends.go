@@ -88,6 +88,9 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			o.Endpoint = ep
 			o.Bindings, o.Publisher, o.Availability, o.Logger, o.Secrets = g.bindings, publisher{g}, availability{g}, log, g.secrets
 			if o.Inbox != "" {
+				if g.DB == nil {
+					return fmt.Errorf("agent %s: [agents.connector] inbox keeps its IM queue in the SQLite store (no PostgreSQL driver yet)", ep)
+				}
 				o.Chats = chatsqlite.New(g.DB)
 				o.Uploader = g.uploader(a.Connector)
 			}
@@ -98,6 +101,9 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
 		case a.OAN != nil:
+			if g.DB == nil {
+				return fmt.Errorf("agent %s: [agents.oan] keeps its event cursor in the SQLite store (no PostgreSQL driver yet)", ep)
+			}
 			o := OANOptions(g.cfg, a)
 			o.Endpoint = ep
 			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = oansqlite.New(g.DB), publisher{g}, availability{g}, log, g.secrets

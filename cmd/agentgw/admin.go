@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/selfregsqlite"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
+	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
 func init() {
@@ -82,25 +81,28 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	reg, err := directory.NewRegistry(ctx, db.Directory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}
 	reg.SetDomain(cfg.XMPP.ComponentDomain)
 	// Retained tasks in the store pin their versions whether or not a
 	// gateway is running; without this, removal would ignore them.
-	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
+	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: db.Tasks})
 	switch sub {
 	case "self-registered", "ban", "unban":
 		if sub == "ban" && strings.EqualFold(ep[strings.LastIndexByte(ep, '@')+1:], cfg.XMPP.ComponentDomain) {
 			return usagef("%s is a virtual endpoint below the component domain; ban applies to self-registered endpoints (use deactivate or remove-endpoint)", ep)
 		}
-		return adminSelfReg(ctx, sub, ep, *reason, reg, selfregsqlite.New(db), stdout)
+		if db.SQLite == nil {
+			return fmt.Errorf("admin %s: self-registration records have a SQLite driver only (no PostgreSQL driver yet)", sub)
+		}
+		return adminSelfReg(ctx, sub, ep, *reason, reg, selfregsqlite.New(db.SQLite), stdout)
 	case "register":
 		raw, err := os.ReadFile(pos[0])
 		if err != nil {
@@ -184,7 +186,7 @@ func adminError(err error) error {
 // storeReferences is directory.ReferenceChecker over the tasks in the store.
 type storeReferences struct {
 	ctx context.Context
-	d   *tasksqlite.Driver
+	d   taskdb.Driver
 }
 
 func (s storeReferences) VersionReferenced(endpoint, version string) (bool, error) {

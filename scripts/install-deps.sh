@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what agentgw's tests, demo and benchmarks need: Prosody (with
-# lua-unbound for federation), ejabberd, slixmpp, openssl, and the npm test
+# lua-unbound for federation), ejabberd, slixmpp, openssl, PostgreSQL (the
+# postgres driver's tests start private servers from its binaries), and the npm test
 # tools from package-lock.json. Idempotent: it only touches what is missing
 # or stale, so a second run on a ready machine does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(prosody lua-unbound ejabberd python3-slixmpp openssl)
+APT_PACKAGES=(prosody lua-unbound ejabberd python3-slixmpp openssl postgresql)
 
 as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

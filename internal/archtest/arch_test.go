@@ -57,7 +57,7 @@ var forbidden = map[string][]string{
 // harnesses, reference peers).
 func testHelper(p string) bool {
 	base := path.Base(p)
-	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" ||
+	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" || p == "internal/pgharness" ||
 		p == "internal/fuzzcheck" || p == "scripts" ||
 		strings.HasPrefix(p, "connectorbridge/connectortest")
 }

@@ -1,0 +1,57 @@
+package pgharness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// InCI reports whether CI=true, where missing binaries fail the run.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Start starts a private server for the test and stops it on cleanup. It
+// skips the test when the binaries are absent, except under CI=true.
+func Start(t testing.TB, o ...Options) *Server {
+	t.Helper()
+	var opts Options
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, opts)
+	if err != nil {
+		if errors.Is(err, ErrNotInstalled) && !InCI() {
+			t.Skipf("skipping: %v (run scripts/install-deps.sh)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Logf("stop postgres: %v", err)
+		}
+	})
+	return s
+}
+
+// NewDatabase creates a fresh, empty database for the test and returns its
+// URL; the database is dropped on cleanup.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, dsn, err := s.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.DropDatabase(ctx, name); err != nil && s.PID() != 0 {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return dsn
+}

@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -69,6 +70,9 @@ func NewLocal() *Local {
 
 // Publish delivers payload to this process's subscribers of channel.
 func (l *Local) Publish(ctx context.Context, channel string, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return errors.New("cluster: notification payload too large")
+	}
 	l.mu.Lock()
 	var fns []func([]byte)
 	for f := range l.subs[channel] {

@@ -250,7 +250,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
 			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
 			State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
-			DelegationDepth: inv.DelegationDepth,
+			DelegationDepth: inv.DelegationDepth, Owner: e.instance(),
 		}
 		inserted, err := b.tx.InsertTask(t)
 		if err != nil {

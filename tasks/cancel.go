@@ -104,7 +104,9 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 		id, dispatched := t.ID, t.Dispatched
 		if !e.owns(t) {
 			owner := t.Owner
-			b.onCommit(func() { e.signal(signal{Kind: sigCancel, Task: id, Owner: owner, Input: pendingInput, Dispatched: dispatched}) })
+			b.onCommit(func() {
+				e.signal(signal{Kind: sigCancel, Task: id, Owner: owner, Input: pendingInput, Dispatched: dispatched})
+			})
 			return nil
 		}
 		b.onCommit(func() {

@@ -23,7 +23,7 @@ var tiers = map[string]int{
 	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0, "internal/dataform": 0,
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
 	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
-	"internal/xmltree": 0, "internal/xmpptime": 0,
+	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/pgstore": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
@@ -31,6 +31,8 @@ var tiers = map[string]int{
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
 	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
 	"connectorbridge/wire": 2,
+	// The PostgreSQL drivers beside the SQLite ones.
+	"tasks/taskpg": 2,
 	// The task engine (it pins manifests from the directory), the
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,

@@ -1,0 +1,418 @@
+// Package taskpg stores the task engine's rows in PostgreSQL (migration
+// migrations/0002_tasks.sql): it implements taskdb.Driver over a pgx pool,
+// checked by tasks/taskdbtest like tasks/tasksqlite.
+//
+// Group commit is the engine's, as with SQLite: one Begin per batch, one
+// savepoint per operation, one COMMIT (one WAL flush) for the batch.
+// Several instances may write at once: a replay is decided by the unique
+// (caller, endpoint, request_id) key — a concurrent insert of the same key
+// waits for the first transaction and then inserts nothing — and every
+// update is a compare-and-set on (id, revision, state) that PostgreSQL
+// re-checks on the latest row version after waiting for its lock.
+package taskpg
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/tasks/taskdb"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Migrations is this driver's schema history, for pgstore.Open.
+var Migrations = pgstore.Migrations{Owner: "taskpg", FS: migrationFS}
+
+// Driver implements taskdb.Driver.
+type Driver struct{ db *pgstore.DB }
+
+var _ taskdb.Driver = (*Driver)(nil)
+
+// New wraps an open, migrated store.
+func New(db *pgstore.DB) *Driver { return &Driver{db: db} }
+
+const taskColumns = `id, caller, route, endpoint, request_id, tool, api_version, manifest_hash,
+	arguments, fingerprint, deadline, deadline_ns, state, revision, dispatched,
+	created_ns, updated_ns, retain_until_ns, purge_after_ns, input_request_id,
+	result, cancel_key, cancel_revision, delegation_depth`
+
+func scanTask(s pgx.Row) (*taskdb.Task, error) {
+	var (
+		t                               taskdb.Task
+		state                           string
+		deadline, inputReq              *string
+		deadlineNS, cancelRev           *int64
+		created, updated, retain, purge int64
+	)
+	err := s.Scan(&t.ID, &t.Caller, &t.Route, &t.Endpoint, &t.RequestID, &t.Tool, &t.APIVersion,
+		&t.ManifestHash, &t.Arguments, &t.Fingerprint, &deadline, &deadlineNS, &state,
+		&t.Revision, &t.Dispatched, &created, &updated, &retain, &purge, &inputReq, &t.Result,
+		&t.CancelKey, &cancelRev, &t.DelegationDepth)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: read task: %w", err)
+	}
+	t.State = agentproto.State(state)
+	if deadline != nil {
+		t.Deadline = *deadline
+	}
+	if deadlineNS != nil {
+		t.DeadlineAt = fromNS(*deadlineNS)
+	}
+	t.Created, t.Updated, t.RetainUntil, t.PurgeAfter = fromNS(created), fromNS(updated), fromNS(retain), fromNS(purge)
+	if inputReq != nil {
+		t.InputRequest = *inputReq
+	}
+	if cancelRev != nil {
+		t.CancelRev = *cancelRev
+	}
+	return &t, nil
+}
+
+func ns(t time.Time) int64 { return t.UnixNano() }
+
+func fromNS(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deadlineArgs(t *taskdb.Task) (*string, *int64) {
+	if t.Deadline == "" {
+		return nil, nil
+	}
+	n := ns(t.DeadlineAt)
+	return &t.Deadline, &n
+}
+
+func cancelRev(t *taskdb.Task) *int64 {
+	if t.CancelKey == nil {
+		return nil
+	}
+	return &t.CancelRev
+}
+
+// Task reads one task from committed state.
+func (d *Driver) Task(ctx context.Context, id string) (*taskdb.Task, error) {
+	return scanTask(d.db.Pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+}
+
+// TaskByRequest reads the replay record of a request from committed state.
+func (d *Driver) TaskByRequest(ctx context.Context, caller, endpoint, requestID string) (*taskdb.Task, error) {
+	return scanTask(d.db.Pool.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks
+		WHERE caller = $1 AND endpoint = $2 AND request_id = $3`, caller, endpoint, requestID))
+}
+
+const inputColumns = `task_id, request_id, status, request, expires_at, created_revision, accept_key, accept_revision`
+
+func scanInput(s pgx.Row) (*taskdb.Input, error) {
+	var (
+		in        taskdb.Input
+		expires   *string
+		acceptRev *int64
+	)
+	err := s.Scan(&in.TaskID, &in.RequestID, &in.Status, &in.Request, &expires, &in.CreatedRev, &in.AcceptKey, &acceptRev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: read input: %w", err)
+	}
+	if expires != nil {
+		in.ExpiresAt = *expires
+	}
+	if acceptRev != nil {
+		in.AcceptRev = *acceptRev
+	}
+	return &in, nil
+}
+
+// TaskState reads a task and its pending input from one snapshot (a
+// repeatable-read transaction), so the two agree.
+func (d *Driver) TaskState(ctx context.Context, id string) (*taskdb.Task, *taskdb.Input, error) {
+	tx, err := d.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, nil, fmt.Errorf("taskpg: task state: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	t, err := scanTask(tx.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+	if err != nil || t == nil || t.InputRequest == "" {
+		return t, nil, err
+	}
+	in, err := scanInput(tx.QueryRow(ctx, `SELECT `+inputColumns+` FROM task_inputs
+		WHERE task_id = $1 AND request_id = $2`, id, t.InputRequest))
+	return t, in, err
+}
+
+// Events lists a task's committed events in revision order.
+func (d *Driver) Events(ctx context.Context, taskID string) ([]taskdb.Event, error) {
+	rows, err := d.db.Pool.Query(ctx, `SELECT task_id, revision, event_id, type, payload, created_ns
+		FROM task_events WHERE task_id = $1 ORDER BY revision`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: events: %w", err)
+	}
+	defer rows.Close()
+	var out []taskdb.Event
+	for rows.Next() {
+		var e taskdb.Event
+		var typ string
+		var created int64
+		if err := rows.Scan(&e.TaskID, &e.Revision, &e.EventID, &typ, &e.Payload, &created); err != nil {
+			return nil, fmt.Errorf("taskpg: events: %w", err)
+		}
+		e.Type, e.Created = agentproto.EventType(typ), fromNS(created)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("taskpg: events: %w", err)
+	}
+	return out, nil
+}
+
+// Unsettled lists every non-terminal task.
+func (d *Driver) Unsettled(ctx context.Context) ([]taskdb.Task, error) {
+	rows, err := d.db.Pool.Query(ctx, `SELECT `+taskColumns+` FROM tasks
+		WHERE result IS NULL ORDER BY created_ns, id`)
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: unsettled: %w", err)
+	}
+	defer rows.Close()
+	var out []taskdb.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("taskpg: unsettled: %w", err)
+	}
+	return out, nil
+}
+
+// RetainedBytes sums arguments and result of every terminal task per caller.
+func (d *Driver) RetainedBytes(ctx context.Context) (map[string]int64, error) {
+	rows, err := d.db.Pool.Query(ctx, `SELECT caller, SUM(length(arguments) + length(result))::bigint
+		FROM tasks WHERE result IS NOT NULL GROUP BY caller`)
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: retained bytes: %w", err)
+	}
+	return scanBytes(rows)
+}
+
+func scanBytes(rows pgx.Rows) (map[string]int64, error) {
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var caller string
+		var n int64
+		if err := rows.Scan(&caller, &n); err != nil {
+			return nil, fmt.Errorf("taskpg: retained bytes: %w", err)
+		}
+		out[caller] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("taskpg: retained bytes: %w", err)
+	}
+	return out, nil
+}
+
+// VersionReferenced reports whether any stored task pins endpoint@version.
+func (d *Driver) VersionReferenced(ctx context.Context, endpoint, version string) (bool, error) {
+	var ok bool
+	err := d.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE endpoint = $1 AND api_version = $2)`,
+		endpoint, version).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("taskpg: version referenced: %w", err)
+	}
+	return ok, nil
+}
+
+// HasTask reports whether caller has any stored task at endpoint.
+func (d *Driver) HasTask(ctx context.Context, caller, endpoint string) (bool, error) {
+	var ok bool
+	err := d.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE caller = $1 AND endpoint = $2)`,
+		caller, endpoint).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("taskpg: has task: %w", err)
+	}
+	return ok, nil
+}
+
+// Begin starts the read-committed write transaction of one group commit.
+func (d *Driver) Begin(ctx context.Context) (taskdb.Tx, error) {
+	tx, err := d.db.Pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: begin: %w", err)
+	}
+	return &Tx{tx: tx, ctx: ctx}, nil
+}
+
+// Tx implements taskdb.Tx.
+type Tx struct {
+	tx  pgx.Tx
+	ctx context.Context
+}
+
+func (t *Tx) Savepoint() error {
+	_, err := t.tx.Exec(t.ctx, `SAVEPOINT op`)
+	return err
+}
+
+func (t *Tx) Release() error {
+	_, err := t.tx.Exec(t.ctx, `RELEASE SAVEPOINT op`)
+	return err
+}
+
+// RollbackTo undoes the operation; it also clears PostgreSQL's aborted
+// state after a failed statement, so the batch goes on.
+func (t *Tx) RollbackTo() error {
+	if _, err := t.tx.Exec(t.ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(t.ctx, `RELEASE SAVEPOINT op`)
+	return err
+}
+
+func (t *Tx) Commit() error {
+	if err := t.tx.Commit(t.ctx); err != nil {
+		return fmt.Errorf("taskpg: commit: %w", err)
+	}
+	return nil
+}
+
+func (t *Tx) Rollback() error { return t.tx.Rollback(t.ctx) }
+
+func (t *Tx) InsertTask(task *taskdb.Task) (bool, error) {
+	dl, dlns := deadlineArgs(task)
+	tag, err := t.tx.Exec(t.ctx, `INSERT INTO tasks (`+taskColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+		ON CONFLICT (caller, endpoint, request_id) DO NOTHING`,
+		task.ID, task.Caller, task.Route, task.Endpoint, task.RequestID, task.Tool, task.APIVersion,
+		task.ManifestHash, task.Arguments, task.Fingerprint, dl, dlns, string(task.State), task.Revision,
+		task.Dispatched, ns(task.Created), ns(task.Updated), ns(task.RetainUntil),
+		ns(task.PurgeAfter), nullString(task.InputRequest), task.Result,
+		task.CancelKey, cancelRev(task), task.DelegationDepth)
+	if err != nil {
+		return false, fmt.Errorf("taskpg: insert task: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (t *Tx) Task(id string) (*taskdb.Task, error) {
+	return scanTask(t.tx.QueryRow(t.ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+}
+
+func (t *Tx) TaskByRequest(caller, endpoint, requestID string) (*taskdb.Task, error) {
+	return scanTask(t.tx.QueryRow(t.ctx, `SELECT `+taskColumns+` FROM tasks
+		WHERE caller = $1 AND endpoint = $2 AND request_id = $3`, caller, endpoint, requestID))
+}
+
+// UpdateTask is the compare-and-set of every transition.
+func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto.State) (bool, error) {
+	if len(from) == 0 || len(from) > 7 {
+		return false, errors.New("taskpg: update needs 1 to 7 source states")
+	}
+	states := make([]string, len(from))
+	for i, s := range from {
+		states[i] = string(s)
+	}
+	var (
+		tag pgconn.CommandTag
+		err error
+	)
+	// Only a settlement writes result and purge_after_ns, as in tasksqlite.
+	if task.Result == nil {
+		tag, err = t.tx.Exec(t.ctx, `UPDATE tasks SET state = $1, revision = $2, dispatched = $3, updated_ns = $4,
+			input_request_id = $5, cancel_key = $6, cancel_revision = $7
+			WHERE id = $8 AND revision = $9 AND state = ANY($10::text[])`,
+			string(task.State), task.Revision, task.Dispatched, ns(task.Updated),
+			nullString(task.InputRequest), task.CancelKey, cancelRev(task),
+			task.ID, prevRev, states)
+	} else {
+		tag, err = t.tx.Exec(t.ctx, `UPDATE tasks SET state = $1, revision = $2, updated_ns = $3, purge_after_ns = $4,
+			input_request_id = $5, result = $6
+			WHERE id = $7 AND revision = $8 AND state = ANY($9::text[])`,
+			string(task.State), task.Revision, ns(task.Updated), ns(task.PurgeAfter),
+			nullString(task.InputRequest), task.Result,
+			task.ID, prevRev, states)
+	}
+	if err != nil {
+		return false, fmt.Errorf("taskpg: update task: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (t *Tx) AppendEvent(e *taskdb.Event) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO task_events (task_id, revision, event_id, type, payload, created_ns)
+		VALUES ($1, $2, $3, $4, $5, $6)`, e.TaskID, e.Revision, e.EventID, string(e.Type), e.Payload, ns(e.Created))
+	if err != nil {
+		return fmt.Errorf("taskpg: append event: %w", err)
+	}
+	return nil
+}
+
+func (t *Tx) InsertInput(in *taskdb.Input) error {
+	var acceptRev *int64
+	if in.AcceptKey != nil {
+		acceptRev = &in.AcceptRev
+	}
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO task_inputs (`+inputColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		in.TaskID, in.RequestID, in.Status, in.Request, nullString(in.ExpiresAt), in.CreatedRev,
+		in.AcceptKey, acceptRev)
+	if err != nil {
+		return fmt.Errorf("taskpg: insert input: %w", err)
+	}
+	return nil
+}
+
+func (t *Tx) Input(taskID, requestID string) (*taskdb.Input, error) {
+	return scanInput(t.tx.QueryRow(t.ctx, `SELECT `+inputColumns+` FROM task_inputs
+		WHERE task_id = $1 AND request_id = $2`, taskID, requestID))
+}
+
+func (t *Tx) SetInputStatus(taskID, requestID, status string, acceptKey []byte, acceptRev int64) (bool, error) {
+	var rev *int64
+	if acceptKey != nil {
+		rev = &acceptRev
+	}
+	tag, err := t.tx.Exec(t.ctx, `UPDATE task_inputs SET status = $1, accept_key = $2, accept_revision = $3
+		WHERE task_id = $4 AND request_id = $5 AND status = 'pending'`,
+		status, acceptKey, rev, taskID, requestID)
+	if err != nil {
+		return false, fmt.Errorf("taskpg: input status: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (t *Tx) Purge(now time.Time) (int64, error) {
+	tag, err := t.tx.Exec(t.ctx, `DELETE FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= $1`, ns(now))
+	if err != nil {
+		return 0, fmt.Errorf("taskpg: purge: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t *Tx) PurgeableBytes(now time.Time) (map[string]int64, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT caller, SUM(length(arguments) + length(result))::bigint
+		FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= $1 GROUP BY caller`, ns(now))
+	if err != nil {
+		return nil, fmt.Errorf("taskpg: purgeable bytes: %w", err)
+	}
+	return scanBytes(rows)
+}

@@ -236,3 +236,15 @@ func TestConcurrentUpdateOneWinner(t *testing.T) {
 		t.Fatalf("task = %s@%d", got.State, got.Revision)
 	}
 }
+
+func TestClusterConformance(t *testing.T) {
+	srv := pgharness.Start(t)
+	taskdbtest.ExerciseCluster(t, func(t *testing.T, n int) ([]taskdbtest.ClusterDriver, bool) {
+		dsn := srv.NewDatabase(t)
+		hs := make([]taskdbtest.ClusterDriver, n)
+		for i := range hs {
+			_, hs[i] = open(t, dsn)
+		}
+		return hs, true
+	})
+}

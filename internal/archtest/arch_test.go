@@ -32,7 +32,7 @@ var tiers = map[string]int{
 	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
 	"connectorbridge/wire": 2,
 	// The PostgreSQL drivers beside the SQLite ones.
-	"tasks/taskpg": 2,
+	"tasks/taskpg": 2, "directory/dirpg": 2, "federation/grantpg": 2, "connectorbridge/bindingpg": 2,
 	// The task engine (it pins manifests from the directory), the
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,

@@ -26,6 +26,7 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
+	Cluster    Cluster    `toml:"cluster"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -59,10 +60,35 @@ type XMPP struct {
 // BCP 47 tag.
 var langTag = regexp.MustCompile(`^[A-Za-z]{1,8}(-[A-Za-z0-9]{1,8})*$`)
 
-// Store is the SQLite database.
+// Store is the database: SQLite (the default, one file) or PostgreSQL
+// (several instances sharing one database).
 type Store struct {
+	// Driver is "sqlite" (default) or "postgres".
+	Driver string `toml:"driver"`
+	// Path is the SQLite file (driver sqlite).
 	Path string `toml:"path"`
+	// DSNEnv or DSNFile names where the PostgreSQL connection string (a
+	// libpq URL) is read from (driver postgres). It carries the database
+	// password, so it is a secret: read with ReadSecret, never logged.
+	DSNEnv  string `toml:"dsn_env"`
+	DSNFile string `toml:"dsn_file"`
 }
+
+// Store drivers.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Cluster names this instance among those sharing one PostgreSQL store.
+type Cluster struct {
+	// Instance is unique per instance; default the host name.
+	Instance string `toml:"instance"`
+}
+
+// instanceName is what an instance name may be: it appears in lease rows,
+// metric labels and logs.
+var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Tasks tunes the durable task engine.
 type Tasks struct {
@@ -246,6 +272,21 @@ func (c *Config) applyDefaults() {
 	if c.Store.Path == "" {
 		c.Store.Path = "agentgw.db"
 	}
+	if c.Store.Driver == "" {
+		c.Store.Driver = DriverSQLite
+	}
+	if c.Cluster.Instance == "" {
+		// The host name, when it fits an instance name; a single SQLite
+		// instance then falls back to "agentgw", while a cluster member
+		// must be named (Validate says so).
+		h, _ := os.Hostname()
+		switch {
+		case instanceName.MatchString(h):
+			c.Cluster.Instance = h
+		case c.Store.Driver != DriverPostgres:
+			c.Cluster.Instance = "agentgw"
+		}
+	}
 	if c.Tasks.ReplaySeconds == 0 {
 		c.Tasks.ReplaySeconds = 86400
 	}
@@ -421,7 +462,34 @@ func (c *Config) Validate() error {
 			add("%s: set exactly one of manifest, [agents.mcp] or [agents.connector]", where)
 		}
 	}
+	switch st := c.Store; st.Driver {
+	case DriverSQLite:
+		if st.DSNEnv != "" || st.DSNFile != "" {
+			add(`[store] dsn_env and dsn_file apply to driver = "postgres"; the sqlite driver uses path`)
+		}
+	case DriverPostgres:
+		if (st.DSNEnv == "") == (st.DSNFile == "") {
+			add(`[store] driver = "postgres" needs exactly one of dsn_env or dsn_file (a libpq URL such as postgresql://agentgw@db.example:5432/agentgw)`)
+		}
+	default:
+		add(`[store] driver %q is not "sqlite" or "postgres"`, st.Driver)
+	}
+	if c.Cluster.Instance == "" {
+		add("[cluster] instance is required with driver = \"postgres\" when the host name is not a usable instance name (1 to 64 letters, digits, '.', '_' or '-')")
+	} else if !instanceName.MatchString(c.Cluster.Instance) {
+		add("[cluster] instance %q must be 1 to 64 letters, digits, '.', '_' or '-' (it defaults to the host name; set it when that does not fit)", c.Cluster.Instance)
+	}
 	return errors.Join(errs...)
+}
+
+// StoreDSN reads the PostgreSQL connection string ([store] dsn_env or
+// dsn_file). Errors name the source, never the value.
+func (c *Config) StoreDSN() (string, error) {
+	dsn, err := ReadSecret(c.Store.DSNEnv, c.Path(c.Store.DSNFile))
+	if err != nil {
+		return "", fmt.Errorf("[store] DSN: %w", err)
+	}
+	return dsn, nil
 }
 
 // ParsePrincipal parses one entry of a principal list (visible_to,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -195,5 +196,66 @@ manifest = "secret.json"
 	got, err := ParsePrincipals(c.Agents[3].VisibleTo)
 	if err != nil || strings.Join(got, " ") != "alice@example.test example.test" {
 		t.Fatalf("normalized = %q, %v", got, err)
+	}
+}
+
+func TestStoreDriverAndCluster(t *testing.T) {
+	base := `
+[xmpp]
+component_domain = "agents.example.test"
+server = "127.0.0.1:5347"
+secret_env = "S"
+`
+	c, err := Load(write(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if c.Store.Driver != DriverSQLite || c.Cluster.Instance == "" || (instanceName.MatchString(host) && c.Cluster.Instance != host) {
+		t.Fatalf("defaults: driver %q instance %q (host %q)", c.Store.Driver, c.Cluster.Instance, host)
+	}
+	c, err = Load(write(t, base+`
+[store]
+driver = "postgres"
+dsn_env = "AGENTGW_DATABASE_URL"
+[cluster]
+instance = "gw-2"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Driver != DriverPostgres || c.Cluster.Instance != "gw-2" {
+		t.Fatalf("postgres: %+v %+v", c.Store, c.Cluster)
+	}
+	if got := c.SecretEnvNames(); !slices.Contains(got, "AGENTGW_DATABASE_URL") {
+		t.Errorf("dsn_env is not a secret variable: %v", got)
+	}
+	t.Setenv("AGENTGW_DATABASE_URL", "postgresql://agentgw:pw@db/agentgw")
+	if dsn, err := c.StoreDSN(); err != nil || dsn != "postgresql://agentgw:pw@db/agentgw" {
+		t.Errorf("StoreDSN = %q, %v", dsn, err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "dsn"), []byte("postgresql://agentgw:filepw@db/agentgw\n"), 0o600)
+	c.Store.DSNEnv, c.Store.DSNFile, c.Dir = "", "dsn", dir
+	if dsn, err := c.StoreDSN(); err != nil || dsn != "postgresql://agentgw:filepw@db/agentgw" {
+		t.Errorf("StoreDSN from a file = %q, %v", dsn, err)
+	}
+	c.Store.DSNFile = "missing"
+	if _, err := c.StoreDSN(); err == nil || !strings.Contains(err.Error(), "[store]") {
+		t.Errorf("missing DSN file: %v", err)
+	}
+	for name, tc := range map[string]struct{ extra, want string }{
+		"unknown driver":      {"[store]\ndriver = \"mysql\"\n", `driver "mysql"`},
+		"postgres without":    {"[store]\ndriver = \"postgres\"\n", "exactly one of dsn_env or dsn_file"},
+		"postgres with both":  {"[store]\ndriver = \"postgres\"\ndsn_env = \"A\"\ndsn_file = \"b\"\n", "exactly one of dsn_env or dsn_file"},
+		"dsn on sqlite":       {"[store]\ndsn_env = \"A\"\n", "apply to driver = \"postgres\""},
+		"bad instance":        {"[cluster]\ninstance = \"gw 1\"\n", "[cluster] instance \"gw 1\""},
+		"long instance":       {"[cluster]\ninstance = \"" + strings.Repeat("a", 65) + "\"\n", "[cluster] instance"},
+		"unknown cluster key": {"[cluster]\nname = \"x\"\n", "cluster.name"},
+	} {
+		_, err := Load(write(t, base+tc.extra))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", name, err, tc.want)
+		}
 	}
 }

@@ -17,7 +17,8 @@ var (
 )
 
 // SecretEnvNames lists the environment variables the config reads secrets
-// from: xmpp.secret_env, connector api_key_env and MCP headers_env values.
+// from: xmpp.secret_env, store.dsn_env, connector api_key_env and MCP
+// headers_env values.
 func (c *Config) SecretEnvNames() []string {
 	var names []string
 	add := func(n string) {
@@ -26,6 +27,7 @@ func (c *Config) SecretEnvNames() []string {
 		}
 	}
 	add(c.XMPP.SecretEnv)
+	add(c.Store.DSNEnv)
 	for _, a := range c.Agents {
 		if a.Connector != nil {
 			add(a.Connector.APIKeyEnv)

@@ -36,6 +36,11 @@ type ClusterConfig struct {
 	OnLeaseLost func()
 	// OnTakeOver, when set, learns each takeover (metrics, tests).
 	OnTakeOver func(dead string, tasks int)
+	// OwnerOf, when set, names the instance that must execute tasks for
+	// endpoint (the holder of a bridge's single connection), "" for this
+	// one. An admitted task is owned by that instance from its first
+	// commit, and the owner is told to dispatch it.
+	OwnerOf func(endpoint string) string
 }
 
 // ClusterChannel is the Bus channel of the engine's cross-instance signals.
@@ -72,6 +77,19 @@ func (e *Engine) clusterInit() error {
 func (e *Engine) instance() string {
 	if e.cl == nil {
 		return ""
+	}
+	return e.cl.cfg.Instance
+}
+
+// ownerFor is the owner an admission on endpoint records.
+func (e *Engine) ownerFor(endpoint string) string {
+	if e.cl == nil {
+		return ""
+	}
+	if f := e.cl.cfg.OwnerOf; f != nil {
+		if o := f(endpoint); o != "" {
+			return o
+		}
 	}
 	return e.cl.cfg.Instance
 }
@@ -241,6 +259,8 @@ type sigKind string
 const (
 	sigCancel sigKind = "cancel"
 	sigInput  sigKind = "input"
+	// sigDispatch hands a task admitted elsewhere to its owner.
+	sigDispatch sigKind = "dispatch"
 )
 
 // signal is one cross-instance notice to a task's owner. It follows a
@@ -287,7 +307,26 @@ func (e *Engine) onSignal(p []byte) {
 		}
 	case sigInput:
 		e.deliverInput(s.Task, s.Input, append([]byte(nil), s.Answer...), nil)
+	case sigDispatch:
+		go e.adoptAdmitted(s.Task)
 	}
+}
+
+// adoptAdmitted takes up a task another instance admitted for this one:
+// counted, its deadline armed, dispatched. Should this notice be lost, the
+// task waits accepted until this instance restarts or dies (then the
+// takeover dispatches it).
+func (e *Engine) adoptAdmitted(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, err := e.db.Task(ctx, id)
+	if err != nil || t == nil || t.State.Terminal() || !e.owns(t) {
+		if err != nil {
+			e.log.Warn("tasks: reading a task routed here failed", "task", id, "err", err)
+		}
+		return
+	}
+	e.adopt([]taskdb.Task{*t})
 }
 
 // doRetry is do for caller-driven transitions that another instance may

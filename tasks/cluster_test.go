@@ -110,6 +110,10 @@ func newTestCluster(t *testing.T) *testCluster {
 
 // start adds an instance; limit bounds its running tasks per backend.
 func (c *testCluster) start(name string, limit int, hold bool) *member {
+	return c.startWith(name, limit, hold, nil)
+}
+
+func (c *testCluster) startWith(name string, limit int, hold bool, ownerOf func(string) string) *member {
 	t := c.t
 	ctx := context.Background()
 	db, err := pgstore.Open(ctx, c.dsn, taskpg.Migrations)
@@ -127,7 +131,7 @@ func (c *testCluster) start(name string, limit int, hold bool) *member {
 		Backends: func(string) (tasks.Backend, bool) { return c.be.on(name), true },
 		Notifier: m.rec, MaxRunningPerBackend: limit,
 		Cluster: &tasks.ClusterConfig{Instance: name, Bus: bus, LeaseTTL: 900 * time.Millisecond,
-			OnTakeOver: func(string, int) {}},
+			OwnerOf: ownerOf},
 	}
 	m.eng, err = tasks.New(cfg)
 	if err != nil {
@@ -384,4 +388,29 @@ func TestClusterReplayAcrossInstances(t *testing.T) {
 			t.Fatalf("replayed task executed %d times", n)
 		}
 	}
+}
+
+// A task for an endpoint whose connection another instance holds is owned
+// and executed there from admission on.
+func TestClusterRoutedToHolder(t *testing.T) {
+	c := newTestCluster(t)
+	a := c.startWith("gw-a", 0, false, func(string) string { return "gw-b" })
+	b := c.start("gw-b", 0, false)
+	var ids []string
+	for range 5 {
+		acc, err := a.eng.Admit(context.Background(), c.inv("echo", `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, acc.TaskID)
+	}
+	for id, s := range c.settled(a, ids) {
+		c.be.mu.Lock()
+		where := c.be.where[id]
+		c.be.mu.Unlock()
+		if s.State != agentproto.StateCompleted || where != "gw-b" || c.be.executions(id) != 1 {
+			t.Fatalf("routed task %s: %s on %q, %d executions", id, s.State, where, c.be.executions(id))
+		}
+	}
+	_ = b
 }

@@ -17,18 +17,15 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
+	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
 )
 
@@ -50,7 +47,9 @@ type Gateway struct {
 	log  *slog.Logger
 	opts Options
 
+	// DB is the SQLite store; nil with driver postgres. Store covers both.
 	DB        *store.DB
+	Store     *Store
 	Registry  *directory.Registry
 	Policy    *federation.Policy
 	Grants    *federation.GrantTable
@@ -62,9 +61,9 @@ type Gateway struct {
 	Metrics   *metrics.Metrics
 
 	backends map[string]tasks.Backend
-	// bindings is the one connector binding driver of DB, shared by the
-	// connector agents so that its card claims cover them all.
-	bindings *bindingsqlite.Store
+	// bindings is the one connector binding driver of the store, shared by
+	// the connector agents so that its card claims cover them all.
+	bindings bindingdb.Driver
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 }
@@ -91,28 +90,29 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, fmt.Errorf("component_domain: %w", err)
 	}
 
-	g.DB, err = OpenStore(ctx, cfg.Path(cfg.Store.Path))
+	g.Store, err = OpenStores(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	g.DB = g.Store.SQLite
 	ok := false
 	defer func() {
 		if !ok {
-			g.DB.Close()
+			g.Store.Close()
 		}
 	}()
 	// A gateway on a read-only store would serve discovery and refuse
 	// every admission; it does not start.
-	if err := g.DB.CheckWritable(ctx); err != nil {
+	if err := g.Store.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
-	g.bindings = bindingsqlite.New(g.DB)
-	g.Registry, err = directory.NewRegistry(ctx, dirsqlite.New(g.DB), log)
+	g.bindings = g.Store.Bindings
+	g.Registry, err = directory.NewRegistry(ctx, g.Store.Directory, log)
 	if err != nil {
 		return nil, err
 	}
 	g.Registry.SetDomain(g.domain.String())
-	g.Grants, err = federation.NewGrantTable(ctx, grantsqlite.New(g.DB))
+	g.Grants, err = federation.NewGrantTable(ctx, g.Store.Grants)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	starts := &startTimes{}
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
 	g.Engine, err = tasks.New(tasks.Config{
-		Driver:         tasksqlite.New(g.DB),
+		Driver:         g.Store.Tasks,
 		Directory:      g.Registry,
 		Policy:         g.Policy,
 		Backends:       g.backend,
@@ -200,7 +200,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	})
 	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
 	g.Metrics.SetTaskStateSource(g.taskCounts)
-	g.Metrics.SetStoreCheck(func(ctx context.Context) error { return g.DB.Write.PingContext(ctx) })
+	g.Metrics.SetStoreCheck(g.Store.Ping)
 	g.Router.SetLimiter(func(requester jid.JID, space, local string) bool {
 		return g.Limiter.Allow(requester.String(), opClass(space, local))
 	})
@@ -328,7 +328,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 }
 
 // Close releases the store. Call it after Run returns.
-func (g *Gateway) Close() error { return g.DB.Close() }
+func (g *Gateway) Close() error { return g.Store.Close() }
 
 // endpointRules builds the visible_to / invocable_by restrictions. An entry
 // that is not a principal is an error, never dropped: an emptied list would

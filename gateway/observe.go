@@ -100,21 +100,7 @@ func (s *startTimes) take(id string) (time.Time, bool) {
 
 // taskCounts reads the number of tasks in each state for the metrics.
 func (g *Gateway) taskCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := g.DB.Read.QueryContext(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
+	return g.Store.TaskCounts(ctx)
 }
 
 // watchComponent mirrors the component's connection state into the

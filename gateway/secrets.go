@@ -6,7 +6,8 @@ import (
 )
 
 // Secrets returns every secret value the config refers to that can be read
-// now: the component secret, connector API keys, and MCP header values.
+// now: the component secret, connector API keys, MCP header values, and
+// the PostgreSQL DSN with its password.
 // The logger scrubs them all. Unreadable ones are skipped here; the parts
 // that need them report the problem.
 func Secrets(cfg *config.Config) []string {
@@ -38,6 +39,7 @@ func Secrets(cfg *config.Config) []string {
 			}
 		}
 	}
+	out = append(out, DSNSecrets(cfg)...)
 	// An Authorization value "Bearer <token>" also protects the bare token.
 	for _, v := range out {
 		if cred := backendkit.CredentialPart(v); len(cred) >= backendkit.MinSecretLen {

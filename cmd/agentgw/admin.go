@@ -11,8 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
+	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
 func init() {
@@ -65,19 +64,19 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	reg, err := directory.NewRegistry(ctx, db.Directory, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}
 	reg.SetDomain(cfg.XMPP.ComponentDomain)
 	// Retained tasks in the store pin their versions whether or not a
 	// gateway is running; without this, removal would ignore them.
-	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: tasksqlite.New(db)})
+	reg.SetReferenceChecker(storeReferences{ctx: ctx, d: db.Tasks})
 	switch sub {
 	case "register":
 		raw, err := os.ReadFile(pos[0])
@@ -162,7 +161,7 @@ func adminError(err error) error {
 // storeReferences is directory.ReferenceChecker over the tasks in the store.
 type storeReferences struct {
 	ctx context.Context
-	d   *tasksqlite.Driver
+	d   taskdb.Driver
 }
 
 func (s storeReferences) VersionReferenced(endpoint, version string) (bool, error) {

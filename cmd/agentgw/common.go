@@ -21,12 +21,27 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
+// openStore opens the SQLite store. A command that has only SQLite
+// drivers refuses driver postgres plainly instead of writing a file the
+// gateway does not read; commands with both use openStores.
 func openStore(ctx context.Context, cfg *config.Config) (*store.DB, error) {
+	if cfg.Store.Driver == config.DriverPostgres {
+		return nil, fmt.Errorf(`this command supports only [store] driver = "sqlite" so far`)
+	}
 	db, err := gateway.OpenStore(ctx, cfg.Path(cfg.Store.Path))
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	return db, nil
+}
+
+// openStores opens the store [store] driver selects.
+func openStores(ctx context.Context, cfg *config.Config) (*gateway.Store, error) {
+	st, err := gateway.OpenStores(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the store: %w", err)
+	}
+	return st, nil
 }
 
 // parsePrincipal accepts a domain or a bare JID and returns its normalized

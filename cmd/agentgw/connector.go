@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
@@ -101,12 +100,12 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	red.Add(o.APIKey)
-	db, err := openStore(ctx, cfg)
+	db, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	o.Endpoint, o.Bindings, o.Logger = ep, bindingsqlite.New(db), log
+	o.Endpoint, o.Bindings, o.Logger = ep, db.Bindings, log
 	o.Secrets = func() []string { return append([]string{o.APIKey}, secrets...) }
 	o.ShowQR = printQR
 	c, err := connectorbridge.NewClient(o)

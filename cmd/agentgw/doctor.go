@@ -24,6 +24,7 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
@@ -92,8 +93,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	d.checkXMPP(ctx, cfg, secret, secretErr == nil)
-	db := d.checkStore(ctx, cfg)
-	if db != nil {
+	var db *store.DB
+	if cfg.Store.Driver == config.DriverPostgres {
+		if st := d.checkPostgres(ctx, cfg); st != nil {
+			defer st.Close()
+			d.bindings = st.Bindings
+		}
+	} else if db = d.checkStore(ctx, cfg); db != nil {
 		defer db.Close()
 	}
 	for _, a := range cfg.Agents {
@@ -110,6 +116,9 @@ type doctor struct {
 	cfgPath             string
 	timeout, mcpTimeout time.Duration
 	checks, failed      int
+	// bindings is the connector binding driver of a PostgreSQL store
+	// (with SQLite the checks wrap the opened *store.DB).
+	bindings bindingdb.Driver
 }
 
 // The status words are padded to one width so the subjects line up.
@@ -369,6 +378,37 @@ func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *store.DB {
 	return db
 }
 
+// checkPostgres reads the DSN, connects, applies pending migrations (as
+// serve would) and checks that the database takes writes. The DSN and its
+// password are added to the redactor first: no line shows them.
+func (d *doctor) checkPostgres(ctx context.Context, cfg *config.Config) *gateway.Store {
+	if _, err := cfg.StoreDSN(); err != nil {
+		d.fail("store", "%v — set it to the database's libpq URL (postgresql://user:password@host:5432/database)", err)
+		return nil
+	}
+	d.red.Add(gateway.DSNSecrets(cfg)...)
+	octx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	st, err := gateway.OpenStores(octx, cfg)
+	if err != nil {
+		d.fail("store", "%s — check the DSN's host, port, user and database, and that PostgreSQL accepts this client (pg_hba.conf)", d.red.Scrub(strings.TrimPrefix(err.Error(), "pgstore: ")))
+		return nil
+	}
+	if err := st.CheckWritable(octx); err != nil {
+		st.Close()
+		d.fail("store", "%s — the gateway needs a primary (not a standby) and a user that may write", d.red.Scrub(strings.TrimPrefix(err.Error(), "pgstore: ")))
+		return nil
+	}
+	applied, err := st.Postgres.Applied(octx)
+	if err != nil {
+		st.Close()
+		d.fail("store", "%s", d.red.Scrub(err.Error()))
+		return nil
+	}
+	d.ok("store", "postgres %s answers, takes writes, %d migrations applied (instance %s)", st.Where, len(applied), cfg.Cluster.Instance)
+	return st
+}
+
 // checkAgent checks one [[agents]] entry's backend.
 func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB) {
 	what := "agent " + a.JID
@@ -492,6 +532,8 @@ func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a confi
 	o.Logger = d.log
 	if db != nil {
 		o.Bindings = bindingsqlite.New(db)
+	} else if d.bindings != nil {
+		o.Bindings = d.bindings
 	}
 	o.RequestTimeout = d.timeout
 	b, err := connectorbridge.New(o)

@@ -69,7 +69,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer gw.Close()
-	log.Info("agentgw starting", "component_domain", cfg.XMPP.ComponentDomain, "server", cfg.XMPP.Server, "store", cfg.Path(cfg.Store.Path), "agents", len(cfg.Agents), "pid", os.Getpid())
+	log.Info("agentgw starting", "component_domain", cfg.XMPP.ComponentDomain, "server", cfg.XMPP.Server, "store", gw.Store.Where, "store_driver", gw.Store.Driver, "instance", cfg.Cluster.Instance, "agents", len(cfg.Agents), "pid", os.Getpid())
 	err = gw.Run(ctx)
 	var fatal *component.FatalError
 	if errors.As(err, &fatal) {

@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/federation/grantsqlite"
 )
 
 func init() {
@@ -66,12 +65,12 @@ func runTrust(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	st := grantsqlite.New(db)
+	st := db.Grants
 	switch sub {
 	case "grant":
 		if scope == 0 {

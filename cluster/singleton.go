@@ -80,10 +80,10 @@ func (s *Singleton) Serve(ctx context.Context) {
 				for ctx.Err() == nil {
 					if err := s.Run(ctx); err != nil && ctx.Err() == nil {
 						log.Warn("cluster: singleton resource failed; restarting", "lease", s.Name, "err", err)
-						select {
-						case <-ctx.Done():
-						case <-time.After(every):
-						}
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(every):
 					}
 				}
 			}(rctx, done)

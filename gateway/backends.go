@@ -70,6 +70,12 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			}
 			o.Endpoint = ep
 			o.Bindings, o.Publisher, o.Availability, o.Logger, o.Secrets = g.bindings, publisher{g}, availability{g}, log, g.secrets
+			if g.cl != nil {
+				if err := g.leaseConnector(ep, o); err != nil {
+					return fmt.Errorf("agent %s: %w", ep, err)
+				}
+				continue
+			}
 			b, err := connectorbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)

@@ -21,6 +21,10 @@ type EjabberdOptions struct {
 	ComponentSecret string // random if empty
 	Interface       string // default 127.0.0.1
 	Dir             string // default a new temp dir
+	// Snippet is the operator listener snippet to splice in, relative to
+	// the module root; default EjabberdSnippet (the cluster test loads
+	// deploy/cluster/ejabberd-listener.yml).
+	Snippet string
 }
 
 // LaunchEjabberd writes a private config dir and runs
@@ -65,7 +69,10 @@ func LaunchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, error) {
 		}
 	}
 	c2sPort, compPort, distPort := p[0], p[1], p[2]
-	snippet, err := RenderSnippet(EjabberdSnippet, SnippetData{
+	if o.Snippet == "" {
+		o.Snippet = EjabberdSnippet
+	}
+	snippet, err := RenderSnippet(o.Snippet, SnippetData{
 		ComponentDomain:    o.ComponentDomain,
 		ComponentSecret:    o.ComponentSecret,
 		ComponentPort:      compPort,
@@ -111,7 +118,7 @@ modules:
   mod_ping: {}
   mod_roster: {}
   mod_admin_extra: {}
-`, o.Domain, pem, c2sPort, o.Interface, EjabberdSnippet, strings.TrimRight(snippet, "\n"))
+`, o.Domain, pem, c2sPort, o.Interface, o.Snippet, strings.TrimRight(snippet, "\n"))
 	cfgPath := filepath.Join(dir, "ejabberd.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

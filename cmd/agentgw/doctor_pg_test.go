@@ -61,7 +61,7 @@ instance = "gw-doctor"
 	}
 
 	t.Setenv("AGENTGW_DOCTOR_PG_DSN", withPW)
-	if got, want := storeLine(doctor()), fmt.Sprintf("ok   store: postgres %s/%s answers, takes writes, 5 migrations applied (instance gw-doctor)", pg.Addr, dbName(dsn)); got != want {
+	if got, want := storeLine(doctor()), fmt.Sprintf("ok   store: postgres %s/%s answers, takes writes, 6 migrations applied (instance gw-doctor)", pg.Addr, dbName(dsn)); got != want {
 		t.Errorf("store line\n got: %s\nwant: %s", got, want)
 	}
 

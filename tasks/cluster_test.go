@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"testing"
+		"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,17 +91,19 @@ type member struct {
 }
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	dsn     string
 	be      *clusterBackend
 	dir     *taskstest.Directory
 	m       member
 	members []*member
-	taken   atomic.Int64
 }
 
-func newTestCluster(t *testing.T) *testCluster {
-	srv := pgharness.Start(t)
+func newTestCluster(t testing.TB) *testCluster {
+	return newTestClusterOn(t, pgharness.Start(t))
+}
+
+func newTestClusterOn(t testing.TB, srv *pgharness.Server) *testCluster {
 	c := &testCluster{t: t, dsn: srv.NewDatabase(t), be: newClusterBackend(), dir: taskstest.NewDirectory()}
 	c.dir.Add(weatherManifest(version), true)
 	return c

@@ -413,6 +413,31 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// ejabberd routes each IQ to a random member, so in six rounds the
+	// cancel and the answer reach a member that does not own the task
+	// (two chances in three each time); without the owner being told, such
+	// a task would stay cancelling or waiting for input until its
+	// deadline. (tasks/cluster_test.go checks the same deterministically
+	// against PostgreSQL.)
+	t.Run("CancelAndInputThroughAnyInstance", func(t *testing.T) {
+		lines, err := c.slix(ctx, "caller2", "--mode", "signals", "--first", "200000", "--count", "6")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cancels, inputs int
+		for _, m := range lines {
+			switch m["check"] {
+			case "cancel":
+				cancels++
+			case "input":
+				inputs++
+			}
+		}
+		if cancels != 6 || inputs != 6 {
+			t.Fatalf("%d cancels and %d answers reported, want 6 each", cancels, inputs)
+		}
+	})
+
 	t.Run("GrantAndDeactivationOnEveryInstance", func(t *testing.T) {
 		carol, _ := e.DialOn(e.Server, "carol")
 		admin, _ := e.DialOn(e.Server, "caller0")

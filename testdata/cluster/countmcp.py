@@ -6,6 +6,8 @@ times each task was executed across all gateway instances.
 
 Tools:
   work  {"n": int, "ms": int}   sleeps ms, then returns "done n"
+  ask   {"n": int}              asks the client for a city (form
+                                elicitation), then returns "answer <city>"
 """
 
 import json
@@ -34,7 +36,27 @@ TOOLS = [{
         "properties": {"n": {"type": "integer"}, "ms": {"type": "integer"}},
         "required": ["n"],
     },
+}, {
+    "name": "ask",
+    "description": "Records one execution, asks for a city, returns it.",
+    "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
 }]
+
+pending = {}  # elicitation request id -> [threading.Event, response]
+pending_lock = threading.Lock()
+seq = [0]
+
+
+def elicit(message, schema):
+    with pending_lock:
+        seq[0] += 1
+        eid = "elicit-%d" % seq[0]
+        slot = [threading.Event(), None]
+        pending[eid] = slot
+    send({"jsonrpc": "2.0", "id": eid, "method": "elicitation/create",
+          "params": {"message": message, "requestedSchema": schema}})
+    slot[0].wait()
+    return slot[1]
 
 
 def call(rid, params):
@@ -43,6 +65,15 @@ def call(rid, params):
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.write(fd, ("%s %s\n" % (n, INSTANCE)).encode())
     os.close(fd)
+    if params.get("name") == "ask":
+        resp = elicit("Which city?", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+        if (resp or {}).get("error"):
+            send({"jsonrpc": "2.0", "id": rid, "result": {"isError": True, "content": [{"type": "text", "text": "elicitation refused: %s" % resp["error"].get("message")}]}})
+            return
+        res = (resp or {}).get("result") or {}
+        city = (res.get("content") or {}).get("city", "?") if res.get("action") == "accept" else res.get("action", "error")
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "answer %s" % city}]}})
+        return
     time.sleep(max(0, int(args.get("ms", 0))) / 1000.0)
     send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "done %s" % n}]}})
 
@@ -57,6 +88,13 @@ def main():
         except ValueError:
             continue
         method, rid = msg.get("method"), msg.get("id")
+        if method is None and rid is not None:
+            with pending_lock:
+                slot = pending.pop(rid, None)
+            if slot is not None:
+                slot[1] = msg
+                slot[0].set()
+            continue
         if rid is None:
             continue  # notifications
         if method == "initialize":

@@ -16,6 +16,11 @@ component domain, which spreads every stanza over the instances at random.
   checks both answers name one task; prints the task ids.
 --mode invoke: invokes once (retrying as above) and waits for the
   terminal state; prints it.
+--mode signals: --count times, cancels a long "work" task once it runs
+  and answers an "ask" task's input request, each IQ landing on whichever
+  instance ejabberd picks (the owner in one case out of three): the
+  cancelled task must settle cancelled and the answer must reach the
+  owner's backend call.
 """
 
 import asyncio
@@ -152,9 +157,58 @@ class Cluster:
             emit("invoke", n=self.a.first, task_id=tid, state=state, revision=rev, code=code)
 
 
+    async def state_until(self, tid, want, budget=60):
+        deadline = time.monotonic() + budget
+        while True:
+            st = await self.ask("get", el(TASK, "task-state-request", task_id=tid), q(TASK, "task-state"))
+            if st.get("state") == want:
+                return st
+            expect(st.get("state") in ("accepted", "running") and time.monotonic() < deadline,
+                   "task %s is %s while waiting for %s", tid, st.get("state"), want)
+            await asyncio.sleep(0.1)
+
+    async def signals(self):
+        await self.pin()
+        # Answers first: the MCP bridge attributes an elicitation only while
+        # no abandoned (cancelled) call may still run at the server.
+        for i in range(self.a.count):
+            n = self.a.first + i
+            with check("input"):
+                acc = await self.ask("set", invoke_el("ask", self.version, self.hash, {"n": n}, new_id("req-")), q(TASK, "accepted"))
+                tid = acc.get("task-id")
+                try:
+                    st = await self.state_until(tid, "input_required")
+                except CheckFailed:
+                    r = await self.ask("get", el(TASK, "task-result-request", task_id=tid), q(TASK, "task-result"))
+                    raise CheckFailed("the ask task settled without asking: %s" % r.text)
+                pi = st.find(q(TASK, "pending-input"))
+                expect(pi is not None, "task-state lacks pending-input")
+                req = json.loads(pi.text)
+                e = el(TASK, "provide-input", expected_revision=st.get("revision"), request_id=req["requestId"], task_id=tid)
+                e.append(el(TASK, "input", json.dumps({"city": "Oslo"}), media_type="application/json"))
+                await self.ask("set", e, q(TASK, "input-accepted"))
+                state, rev, code = await self.final(tid, budget=30)
+                expect(state == "completed", "answered task ended %s %s", state, code)
+                r = await self.ask("get", el(TASK, "task-result-request", task_id=tid), q(TASK, "task-result"))
+                expect("answer Oslo" in r.text, "the answer did not reach the backend: %s", r.text)
+                emit("input", n=n, task_id=tid)
+        for i in range(self.a.count):
+            n = self.a.first + self.a.count + i
+            with check("cancel"):
+                a = {"n": n, "ms": 120000}
+                acc = await self.ask("set", invoke_el("work", self.version, self.hash, a, new_id("req-")), q(TASK, "accepted"))
+                tid = acc.get("task-id")
+                st = await self.state_until(tid, "running")
+                c = el(TASK, "cancel", expected_revision=st.get("revision"), task_id=tid)
+                await self.ask("set", c, q(TASK, "cancel-accepted"))
+                state, rev, code = await self.final(tid, budget=30)
+                expect(state == "cancelled", "cancelled task ended %s %s", state, code)
+                emit("cancel", n=n, task_id=tid)
+
+
 async def scenario(x):
     c = Cluster(x)
-    await {"storm": c.storm, "replay": c.replay, "invoke": c.once}[x.args.mode]()
+    await {"storm": c.storm, "replay": c.replay, "invoke": c.once, "signals": c.signals}[x.args.mode]()
 
 
 if __name__ == "__main__":

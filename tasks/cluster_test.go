@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"

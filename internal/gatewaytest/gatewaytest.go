@@ -69,6 +69,11 @@ type Options struct {
 	Clock  clock.Clock
 	// Admins are localparts of the server domain listed in admins.
 	Admins []string
+	// PostgresDSN, when set, selects [store] driver = "postgres" with this
+	// DSN in the file store.dsn (dsn_file) instead of the SQLite file.
+	PostgresDSN string
+	// Instance is [cluster] instance; "" leaves the default.
+	Instance string
 }
 
 // Env is a running environment.
@@ -122,6 +127,16 @@ func (e *Env) writeConfig() {
 	if err := os.WriteFile(secretPath, []byte(e.Server.ComponentSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	storeTOML := `path = "agentgw.db"`
+	if e.opts.PostgresDSN != "" {
+		if err := os.WriteFile(filepath.Join(e.Dir, "store.dsn"), []byte(e.opts.PostgresDSN+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		storeTOML = "driver = \"postgres\"\ndsn_file = \"store.dsn\""
+	}
+	if e.opts.Instance != "" {
+		storeTOML += fmt.Sprintf("\n\n[cluster]\ninstance = %q", e.opts.Instance)
+	}
 	var b strings.Builder
 	admins := make([]string, 0, len(e.opts.Admins))
 	for _, a := range e.opts.Admins {
@@ -137,11 +152,11 @@ ping_interval_seconds = 30
 iq_timeout_seconds = 10
 
 [store]
-path = "agentgw.db"
+%s
 
 [log]
 level = "debug"
-`, e.Domain, e.Server.ComponentAddr, e.Server.Domain, strings.Join(admins, ", "))
+`, e.Domain, e.Server.ComponentAddr, e.Server.Domain, strings.Join(admins, ", "), storeTOML)
 	for _, a := range e.opts.Agents {
 		ep := a.Localpart + "@" + e.Domain
 		manifest := a.Manifest

@@ -83,6 +83,11 @@ type Options struct {
 	// synchronous=FULL. Tests run with fsync off: commits survive a killed
 	// server, not a power loss.
 	Durable bool
+	// Password, when set, makes the server require it (scram-sha-256)
+	// instead of trusting loopback clients; URL then carries it.
+	Password string
+	// LogAll logs every connection and statement (secrets audits).
+	LogAll bool
 }
 
 // Server is one running private PostgreSQL.
@@ -106,6 +111,9 @@ type Server struct {
 // URL returns the libpq URL of database db on this server.
 func (s *Server) URL(db string) string {
 	u := url.URL{Scheme: "postgresql", User: url.User(User), Host: s.Addr, Path: "/" + db}
+	if s.opts.Password != "" {
+		u.User = url.UserPassword(User, s.opts.Password)
+	}
 	q := url.Values{}
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
@@ -150,8 +158,21 @@ func Launch(ctx context.Context, o Options) (*Server, error) {
 	}
 	data := filepath.Join(s.Dir, "data")
 	s.logPath = filepath.Join(s.Dir, "postgres.log")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", User,
-		"-E", "UTF8", "--locale=C", "--no-sync")
+	args := []string{"-D", data, "-U", User, "-E", "UTF8", "--locale=C", "--no-sync"}
+	if o.Password == "" {
+		args = append(args, "-A", "trust")
+	} else {
+		pwfile := filepath.Join(s.Dir, "pwfile")
+		if err := os.WriteFile(pwfile, []byte(o.Password+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		if s.cred != nil {
+			os.Chown(pwfile, int(s.cred.Uid), int(s.cred.Gid))
+		}
+		defer os.Remove(pwfile)
+		args = append(args, "-A", "scram-sha-256", "--pwfile", pwfile)
+	}
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	initdb.Dir = s.Dir
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -175,6 +196,9 @@ func (s *Server) args() []string {
 		"-c", "max_connections=300",
 		"-c", "shared_buffers=32MB",
 		"-c", "log_min_messages=warning",
+	}
+	if s.opts.LogAll {
+		a = append(a, "-c", "log_connections=on", "-c", "log_disconnections=on", "-c", "log_statement=all")
 	}
 	if !s.opts.Durable {
 		// The WAL still reaches the kernel at every commit, so a killed

@@ -2,6 +2,7 @@ package pgharness
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -47,5 +48,21 @@ func TestServerDatabasesAndRestart(t *testing.T) {
 	var v int
 	if err := c.QueryRow(ctx, `SELECT v FROM x`).Scan(&v); err != nil || v != 7 {
 		t.Fatalf("after restart: %d %v", v, err)
+	}
+}
+
+func TestPasswordRequired(t *testing.T) {
+	s := Start(t, Options{Password: "harness-Pa55"})
+	ctx := context.Background()
+	dsn := s.NewDatabase(t)
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	wrong := strings.Replace(dsn, "harness-Pa55", "wrong", 1)
+	if c, err := pgx.Connect(ctx, wrong); err == nil {
+		c.Close(ctx)
+		t.Fatal("a wrong password was accepted")
 	}
 }

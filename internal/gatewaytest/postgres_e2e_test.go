@@ -1,0 +1,146 @@
+package gatewaytest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// pgDSNPassword is put into the DSN of the PostgreSQL end-to-end tests:
+// the harness trusts loopback clients, so it is accepted and ignored, and
+// the tests check that it never appears in the gateway's log.
+const pgDSNPassword = "pg-e2e-Pa55word-x9"
+
+// TestPostgresServeInvokeReplayRestart runs `agentgw serve` with [store]
+// driver = "postgres" on a private PostgreSQL, behind a real Prosody, with
+// the real MCP server-everything: an invoke runs to its result, a replay of
+// its request-id returns the same task, and after a kill -9 the restarted
+// gateway settles the tasks that were running as agentgw:interrupted and
+// dispatches a task that was still accepted — the restart recovery of the
+// SQLite store, on the PostgreSQL driver.
+func TestPostgresServeInvokeReplayRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pg := pgharness.Start(t)
+	dsn := strings.Replace(pg.NewDatabase(t), pgharness.User+"@", pgharness.User+":"+pgDSNPassword+"@", 1)
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	e := Prepare(t, Options{Server: srv, Users: []string{"alice"}, PostgresDSN: dsn, Instance: "gw-pg-1",
+		TOML: EverythingTOML(t, "everything", srv.ComponentDomain)})
+	ep := e.Endpoint("everything")
+	gw1 := e.Serve("gw1")
+	c, _, err := e.TryDial(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retries = 0
+	c.IQTimeout = 10 * time.Second
+
+	// Invoke, then replay the same request-id.
+	echo := waitPinned(t, ctx, c, ep, "echo")
+	reqID := ids.New("req-")
+	out, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"message":"hello postgres"}`), agentclient.CallOptions{RequestID: reqID})
+	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "hello postgres") {
+		t.Fatalf("echo: %+v %v", out, err)
+	}
+	args, _ := echo.ValidateArguments(json.RawMessage(`{"message":"hello postgres"}`))
+	again, err := c.Invoke(ctx, ep, &agentclient.InvokeRequest{RequestID: reqID, Tool: "echo",
+		Version: echo.Manifest.Version, ManifestHash: echo.Manifest.Hash, Arguments: args})
+	if err != nil || again.TaskID != out.Accepted.TaskID {
+		t.Fatalf("replay: %+v %v; want task %s", again, err, out.Accepted.TaskID)
+	}
+
+	// Long tasks, running at the crash.
+	long := waitPinned(t, ctx, c, ep, crashTool)
+	largs, err := long.ValidateArguments(json.RawMessage(`{"duration":60,"steps":30}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running []*agentclient.Accepted
+	for range 3 {
+		acc, err := c.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: crashTool, Version: long.Manifest.Version,
+			ManifestHash: long.Manifest.Hash, Arguments: largs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, acc)
+	}
+	for _, acc := range running {
+		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
+			st, err := c.State(ctx, ep, acc.TaskID)
+			return err == nil && st.State == "running"
+		})
+	}
+	gw1.Kill()
+
+	// A task still accepted at the crash: a copy of one row, never
+	// dispatched, written while no gateway runs.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	clone := ids.New("task-")
+	now := time.Now().UnixNano()
+	if _, err := conn.Exec(ctx, `INSERT INTO tasks (id, caller, route, endpoint, request_id, tool, api_version,
+		manifest_hash, arguments, fingerprint, deadline, deadline_ns, state, revision, dispatched, created_ns,
+		updated_ns, retain_until_ns, purge_after_ns, delegation_depth)
+		SELECT $1, caller, route, endpoint, $2, tool, api_version, manifest_hash, arguments, fingerprint, deadline,
+		deadline_ns, 'accepted', 0, false, $3, $3, retain_until_ns, purge_after_ns, delegation_depth
+		FROM tasks WHERE id = $4`, clone, ids.New("req-"), now, running[0].TaskID); err != nil {
+		t.Fatal(err)
+	}
+
+	gw2 := e.Serve("gw2")
+	gw2.WaitLog("published MCP manifest", 60*time.Second)
+	for _, acc := range running {
+		var res *agentclient.TaskResult
+		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to settle", func() bool {
+			res, err = c.Result(ctx, ep, acc.TaskID)
+			return err == nil
+		})
+		if res.State != "failed" || !strings.Contains(string(res.Payload), "agentgw:interrupted") {
+			t.Errorf("task %s, running at the crash: %s %s", acc.TaskID, res.State, res.Payload)
+		}
+	}
+	WaitFor(t, 30*time.Second, "the accepted task to be dispatched", func() bool {
+		st, err := c.State(ctx, ep, clone)
+		return err == nil && (st.State == "running" || st.State == "completed")
+	})
+	// The replay record survived the restart: the same request is the
+	// same task, stored once.
+	again, err = c.Invoke(ctx, ep, &agentclient.InvokeRequest{RequestID: reqID, Tool: "echo",
+		Version: echo.Manifest.Version, ManifestHash: echo.Manifest.Hash, Arguments: args})
+	if err != nil || again.TaskID != out.Accepted.TaskID {
+		t.Fatalf("replay after the restart: %+v %v", again, err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE request_id = $1`, reqID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows for the request, %v", n, err)
+	}
+	// Revisions are gap-free for every task.
+	var gaps int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tasks t WHERE t.revision <> (SELECT count(*) FROM task_events e WHERE e.task_id = t.id)`).Scan(&gaps); err != nil || gaps != 0 {
+		t.Errorf("%d tasks whose events do not cover every revision, %v", gaps, err)
+	}
+	for _, p := range []*Proc{gw1, gw2} {
+		log := p.Log()
+		if strings.Contains(log, pgDSNPassword) {
+			t.Errorf("the DSN password is in the gateway log")
+		}
+		if !strings.Contains(log, "store_driver=postgres") || !strings.Contains(log, "instance=gw-pg-1") {
+			t.Errorf("the start line does not name the driver and instance:\n%s", tail(log, 2000))
+		}
+	}
+	if t.Failed() {
+		t.Logf("gw2 log:\n%s", tail(gw2.Log(), 3000))
+	}
+}

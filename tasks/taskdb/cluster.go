@@ -26,7 +26,8 @@ type Instance struct {
 type Cluster interface {
 	// Join takes name's lease for ttl from the database's now,
 	// unconditionally: a restarted instance reclaims its name and with it
-	// its unsettled tasks (recovered as after any restart).
+	// its unsettled tasks (recovered as after any restart). It also
+	// adopts unsettled tasks stored without an owner.
 	Join(ctx context.Context, name string, ttl time.Duration) error
 	// Renew extends name's lease by ttl if it is still live. It reports
 	// false once the lease had expired: a survivor may have taken the

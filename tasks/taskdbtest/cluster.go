@@ -82,6 +82,15 @@ func testJoinOwned(t *testing.T, open OpenCluster) {
 	if other, err := a.Owned(ctx, "gw-2"); err != nil || len(other) != 0 {
 		t.Fatalf("Owned(gw-2) = %v %v", ids(other), err)
 	}
+	// A task stored without an owner is adopted by the next Join.
+	orphan := newTask()
+	write(t, a, func(tx taskdb.Tx) { insert(t, tx, orphan) })
+	if err := hs[1].Join(ctx, "gw-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, a, orphan.ID); got.Owner != "gw-2" {
+		t.Fatalf("an ownerless task after Join is owned by %q", got.Owner)
+	}
 	if err := a.Leave(ctx, "gw-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,23 @@ var _ taskdb.Cluster = (*Driver)(nil)
 
 func interval(d time.Duration) string { return fmt.Sprintf("%d microseconds", d.Microseconds()) }
 
-// Join takes name's lease unconditionally.
+// Join takes name's lease unconditionally, and adopts the unsettled tasks
+// that have no owner (written before cluster mode, or by hand): each row
+// goes to exactly one joining instance.
 func (d *Driver) Join(ctx context.Context, name string, ttl time.Duration) error {
-	_, err := d.db.Pool.Exec(ctx, `INSERT INTO instances(name, joined, expires) VALUES ($1, now(), now() + $2::interval)
-		ON CONFLICT (name) DO UPDATE SET joined = EXCLUDED.joined, expires = EXCLUDED.expires`, name, interval(ttl))
+	tx, err := d.db.Pool.Begin(ctx)
 	if err != nil {
+		return fmt.Errorf("taskpg: join: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO instances(name, joined, expires) VALUES ($1, now(), now() + $2::interval)
+		ON CONFLICT (name) DO UPDATE SET joined = EXCLUDED.joined, expires = EXCLUDED.expires`, name, interval(ttl)); err != nil {
+		return fmt.Errorf("taskpg: join: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET owner = $1 WHERE owner = '' AND result IS NULL`, name); err != nil {
+		return fmt.Errorf("taskpg: join: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("taskpg: join: %w", err)
 	}
 	return nil

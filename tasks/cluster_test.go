@@ -115,6 +115,10 @@ func (c *testCluster) start(name string, limit int, hold bool) *member {
 }
 
 func (c *testCluster) startWith(name string, limit int, hold bool, ownerOf func(string) string) *member {
+	return c.startFull(name, limit, hold, ownerOf, nil)
+}
+
+func (c *testCluster) startFull(name string, limit int, hold bool, ownerOf func(string) string, lost func()) *member {
 	t := c.t
 	ctx := context.Background()
 	db, err := pgstore.Open(ctx, c.dsn, taskpg.Migrations)
@@ -132,7 +136,7 @@ func (c *testCluster) startWith(name string, limit int, hold bool, ownerOf func(
 		Backends: func(string) (tasks.Backend, bool) { return c.be.on(name), true },
 		Notifier: m.rec, MaxRunningPerBackend: limit,
 		Cluster: &tasks.ClusterConfig{Instance: name, Bus: bus, LeaseTTL: 900 * time.Millisecond,
-			OwnerOf: ownerOf},
+			OwnerOf: ownerOf, OnLeaseLost: lost},
 	}
 	m.eng, err = tasks.New(cfg)
 	if err != nil {
@@ -414,4 +418,36 @@ func TestClusterRoutedToHolder(t *testing.T) {
 		}
 	}
 	_ = b
+}
+
+// An instance whose lease expired while it still ran (cut off from the
+// database, frozen) is fenced: its next renewal fails, it stops executing
+// and says so, and a survivor settles its tasks, none run twice.
+func TestClusterFencing(t *testing.T) {
+	c := newTestCluster(t)
+	lost := make(chan struct{})
+	a := c.startFull("gw-a", 0, false, nil, func() { close(lost) })
+	b := c.start("gw-b", 0, false)
+	acc, err := a.eng.Admit(context.Background(), c.inv("forecast.get", `{"city":"Rome"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-waitExec(c.be, []string{acc.TaskID})
+	// The lease runs out under a's feet.
+	if err := taskpg.New(b.db).Leave(context.Background(), "gw-a"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a never noticed that its lease was gone")
+	}
+	if _, err := a.eng.Admit(context.Background(), c.inv("echo", `{}`)); err == nil {
+		t.Fatal("a fenced instance still admits")
+	}
+	fin := c.settled(b, []string{acc.TaskID})[acc.TaskID]
+	r, _ := b.eng.Result(context.Background(), alice, weather, acc.TaskID)
+	if code, _ := failureCode(r.Payload); fin.State != agentproto.StateFailed || code != agentproto.CodeInterrupted || c.be.executions(acc.TaskID) != 1 {
+		t.Fatalf("the fenced instance's task: %s %s, %d executions", fin.State, code, c.be.executions(acc.TaskID))
+	}
 }

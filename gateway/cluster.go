@@ -125,26 +125,49 @@ func (g *Gateway) closeCluster() {
 }
 
 // leaseConnector runs a connector agent's connection on one instance at a
-// time: every instance competes for the lease "connector:<endpoint>"; the
-// holder builds and starts a fresh bridge for each term and the others
-// route the endpoint's tasks to it.
+// time (lease "connector:<endpoint>"; see leaseBackend).
 func (g *Gateway) leaseConnector(ep string, o connectorbridge.Options) error {
 	tmpl, err := connectorbridge.New(o) // validates the options now
 	if err != nil {
 		return err
 	}
-	lb := &leasedBackend{self: g.cl.instance, features: tmpl.Features()}
+	return g.leaseBackend(ep, "connector:"+ep, tmpl.Features(), func() (LeasedTerm, error) {
+		b, err := connectorbridge.New(o)
+		if err != nil {
+			return LeasedTerm{}, err
+		}
+		return LeasedTerm{Backend: b, Run: b.Start, Ready: b.Ready}, nil
+	})
+}
+
+// LeasedTerm is one lease term of a connection-holding backend: the
+// backend that executes tasks, Run holding its connection until ctx ends,
+// and Ready (optional) telling when it serves.
+type LeasedTerm struct {
+	Backend tasks.Backend
+	Run     func(ctx context.Context) error
+	Ready   func() bool
+}
+
+// leaseBackend registers endpoint ep as a backend that holds one
+// connection and so runs on one instance at a time: every instance competes
+// for lease; the holder builds a fresh term with newTerm and runs it, the
+// others route the endpoint's admissions to the holder. Any bridge of that
+// kind (xAgent connector, agent-control-center, OpenAgentNetwork) plugs in
+// with its own newTerm; outside cluster mode it is not used.
+func (g *Gateway) leaseBackend(ep, lease string, features tasks.Features, newTerm func() (LeasedTerm, error)) error {
+	lb := &leasedBackend{self: g.cl.instance, features: features}
 	s := &cluster.Singleton{
-		Leases: g.cl.bus, Name: "connector:" + ep, Holder: g.cl.instance, TTL: g.cl.ttl,
+		Leases: g.cl.bus, Name: lease, Holder: g.cl.instance, TTL: g.cl.ttl,
 		Log: g.log.With("endpoint", ep),
 		Run: func(ctx context.Context) error {
-			b, err := connectorbridge.New(o)
+			term, err := newTerm()
 			if err != nil {
 				return err
 			}
-			lb.set(b)
+			lb.set(&term)
 			defer lb.set(nil)
-			return b.Start(ctx)
+			return term.Run(ctx)
 		},
 		OnHolder: func(h string) {
 			lb.setHolder(h)
@@ -160,45 +183,45 @@ func (g *Gateway) leaseConnector(ep string, o connectorbridge.Options) error {
 	return nil
 }
 
-// leasedBackend is a connector agent in cluster mode: the bridge of the
-// current lease term, or none on an instance that does not hold it.
+// leasedBackend is a connection-holding backend in cluster mode: the
+// current lease term's backend, or none on an instance without the lease.
 type leasedBackend struct {
 	self     string
 	features tasks.Features
 	mu       sync.Mutex
-	cur      *connectorbridge.Backend
+	cur      *LeasedTerm
 	holder   string
 }
 
 var _ tasks.Backend = (*leasedBackend)(nil)
 
-func (l *leasedBackend) set(b *connectorbridge.Backend) { l.mu.Lock(); l.cur = b; l.mu.Unlock() }
-func (l *leasedBackend) setHolder(h string)             { l.mu.Lock(); l.holder = h; l.mu.Unlock() }
+func (l *leasedBackend) set(t *LeasedTerm)  { l.mu.Lock(); l.cur = t; l.mu.Unlock() }
+func (l *leasedBackend) setHolder(h string) { l.mu.Lock(); l.holder = h; l.mu.Unlock() }
 
 func (l *leasedBackend) Features() tasks.Features { return l.features }
 
-// Ready: the holder once its bridge is ready; another instance has nothing
-// to wait for.
+// Ready: the holder once its term serves; another instance has nothing to
+// wait for once it knows the holder.
 func (l *leasedBackend) Ready() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holder != l.self {
 		return l.holder != ""
 	}
-	return l.cur != nil && l.cur.Ready()
+	return l.cur != nil && (l.cur.Ready == nil || l.cur.Ready())
 }
 
-// Execute runs on the current bridge. A task that reaches an instance
-// without the connection (the lease moved after admission) fails
+// Execute runs on the current term's backend. A task that reaches an
+// instance without the connection (the lease moved after admission) fails
 // retryable: the caller invokes again and is routed to the new holder.
 func (l *leasedBackend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	l.mu.Lock()
-	b := l.cur
+	t := l.cur
 	l.mu.Unlock()
-	if b == nil {
+	if t == nil {
 		run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Retryable: true,
 			Message: "The agent's connection is held by another gateway instance right now; retry."})
 		return
 	}
-	b.Execute(ctx, call, run)
+	t.Backend.Execute(ctx, call, run)
 }

@@ -75,6 +75,10 @@ bench directory/dirxmpp 5m -run '^$' -bench 'BenchmarkDirectoryPage50Of10000$' -
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchtime 1x
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
 bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
+# The store drivers side by side: admissions and MCP echo on PostgreSQL
+# against SQLite in the same run (ratio postgres/sqlite).
+bench tasks 3m -run '^$' -bench 'BenchmarkAdmitPostgresVsSQLite$' -benchtime 3s
+bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkMCPEchoPostgresVsSQLite$' -benchtime 1x
 # Cluster mode: admissions with 1, 2 and 3 instances on one PostgreSQL, and
 # the takeover after a crash (docs/cluster.md).
 bench tasks 4m -run '^$' -bench 'BenchmarkClusterAdmit$' -benchtime 2s

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -61,7 +62,8 @@ instance = "gw-doctor"
 	}
 
 	t.Setenv("AGENTGW_DOCTOR_PG_DSN", withPW)
-	if got, want := storeLine(doctor()), fmt.Sprintf("ok   store: postgres %s/%s answers, takes writes, 6 migrations applied (instance gw-doctor)", pg.Addr, dbName(dsn)); got != want {
+	want := regexp.MustCompile(`^ok   store: postgres ` + regexp.QuoteMeta(pg.Addr+"/"+dbName(dsn)) + ` answers, takes writes, [1-9][0-9]* migrations applied \(instance gw-doctor\)$`)
+	if got := storeLine(doctor()); !want.MatchString(got) {
 		t.Errorf("store line\n got: %s\nwant: %s", got, want)
 	}
 

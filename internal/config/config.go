@@ -474,7 +474,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch st := c.Store; st.Driver {
-	case DriverSQLite:
+	case "", DriverSQLite:
 		if st.DSNEnv != "" || st.DSNFile != "" {
 			add(`[store] dsn_env and dsn_file apply to driver = "postgres"; the sqlite driver uses path`)
 		}
@@ -486,7 +486,9 @@ func (c *Config) Validate() error {
 		add(`[store] driver %q is not "sqlite" or "postgres"`, st.Driver)
 	}
 	if c.Cluster.Instance == "" {
-		add("[cluster] instance is required with driver = \"postgres\" when the host name is not a usable instance name (1 to 64 letters, digits, '.', '_' or '-')")
+		if c.Store.Driver == DriverPostgres {
+			add("[cluster] instance is required with driver = \"postgres\" when the host name is not a usable instance name (1 to 64 letters, digits, '.', '_' or '-')")
+		}
 	} else if !instanceName.MatchString(c.Cluster.Instance) {
 		add("[cluster] instance %q must be 1 to 64 letters, digits, '.', '_' or '-' (it defaults to the host name; set it when that does not fit)", c.Cluster.Instance)
 	}

@@ -68,9 +68,10 @@ func Open(ctx context.Context, dsn string, sets ...Migrations) (*DB, error) {
 		return nil, errors.New("pgstore: the DSN does not parse as a libpq URL (postgresql://user@host:port/database) or keyword=value string")
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
-	if cfg.MaxConns < 8 {
+	if cfg.MaxConns < 8 && !strings.Contains(dsn, "pool_max_conns") {
 		// The read side, the group committer and (in a cluster) the
-		// lease and notification loops each hold a connection.
+		// lease and notification loops each hold a connection; an
+		// explicit pool_max_conns in the DSN is the operator's.
 		cfg.MaxConns = 8
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

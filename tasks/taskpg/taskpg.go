@@ -16,10 +16,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/pgstore"
@@ -255,52 +258,171 @@ func (d *Driver) HasTask(ctx context.Context, caller, endpoint string) (bool, er
 }
 
 // Begin starts the read-committed write transaction of one group commit.
+// Nothing is sent yet: BEGIN travels with the first statement.
 func (d *Driver) Begin(ctx context.Context) (taskdb.Tx, error) {
-	tx, err := d.db.Pool.Begin(ctx)
+	conn, err := d.db.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("taskpg: begin: %w", err)
 	}
-	return &Tx{tx: tx, ctx: ctx}, nil
+	return &Tx{conn: conn, ctx: ctx, pending: []string{"BEGIN"}}, nil
 }
 
-// Tx implements taskdb.Tx.
+// Tx implements taskdb.Tx on one pooled connection. The control
+// statements of a group commit (BEGIN, SAVEPOINT, RELEASE, ROLLBACK TO)
+// are queued and sent in one pipelined batch with the next data statement
+// or the COMMIT, so an admission costs one round trip in the batch instead
+// of three: on a network the round trips, not the work, bound the
+// committer.
 type Tx struct {
-	tx  pgx.Tx
-	ctx context.Context
+	conn    *pgxpool.Conn
+	ctx     context.Context
+	pending []string
+	begun   bool // BEGIN has been sent
+}
+
+// send runs the queued control statements and q in one batch and returns
+// the first error. result, if set, reads q's result from the batch.
+func (t *Tx) send(q string, args []any, result func(br pgx.BatchResults) error) error {
+	if t.conn == nil {
+		return errors.New("taskpg: transaction is closed")
+	}
+	if slices.Contains(t.pending, rollbackTo) {
+		// The transaction may be aborted until ROLLBACK TO has run, and
+		// the batch below would first prepare q: run the queue on its
+		// own (the simple protocol prepares nothing). Only a failed
+		// operation takes this extra round trip.
+		if len(t.pending) > 0 && t.pending[0] == "BEGIN" {
+			t.begun = true
+		}
+		_, err := t.conn.Exec(t.ctx, strings.Join(t.pending, "; "), pgx.QueryExecModeSimpleProtocol)
+		t.pending = t.pending[:0]
+		if err != nil {
+			return err
+		}
+	}
+	b := &pgx.Batch{}
+	for _, p := range t.pending {
+		b.Queue(p)
+	}
+	b.Queue(q, args...)
+	if len(t.pending) > 0 && t.pending[0] == "BEGIN" {
+		t.begun = true
+	}
+	n := len(t.pending)
+	t.pending = t.pending[:0]
+	br := t.conn.SendBatch(t.ctx, b)
+	var first error
+	for range n {
+		if _, err := br.Exec(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = result(br)
+	} else {
+		_, _ = br.Exec()
+	}
+	if err := br.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+func (t *Tx) exec(q string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := t.send(q, args, func(br pgx.BatchResults) error {
+		var err error
+		tag, err = br.Exec()
+		return err
+	})
+	return tag, err
+}
+
+// queryRow runs a one-row query; the returned row holds its outcome.
+func (t *Tx) queryRow(q string, args ...any) pgx.Row {
+	return &deferredRow{t: t, q: q, args: args}
+}
+
+type deferredRow struct {
+	t    *Tx
+	q    string
+	args []any
+}
+
+func (r *deferredRow) Scan(dest ...any) error {
+	return r.t.send(r.q, r.args, func(br pgx.BatchResults) error { return br.QueryRow().Scan(dest...) })
+}
+
+// query runs a many-row query after flushing the queue in its own round
+// trip (only the periodic purge reads rows in a transaction).
+func (t *Tx) query(q string, args ...any) (pgx.Rows, error) {
+	if len(t.pending) > 0 {
+		if _, err := t.exec(`SELECT 1`); err != nil {
+			return nil, err
+		}
+	}
+	return t.conn.Query(t.ctx, q, args...)
 }
 
 func (t *Tx) Savepoint() error {
-	_, err := t.tx.Exec(t.ctx, `SAVEPOINT op`)
-	return err
+	t.pending = append(t.pending, `SAVEPOINT op`)
+	return nil
 }
 
 func (t *Tx) Release() error {
-	_, err := t.tx.Exec(t.ctx, `RELEASE SAVEPOINT op`)
-	return err
+	t.pending = append(t.pending, `RELEASE SAVEPOINT op`)
+	return nil
 }
 
 // RollbackTo undoes the operation; it also clears PostgreSQL's aborted
 // state after a failed statement, so the batch goes on.
 func (t *Tx) RollbackTo() error {
-	if _, err := t.tx.Exec(t.ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
-		return err
-	}
-	_, err := t.tx.Exec(t.ctx, `RELEASE SAVEPOINT op`)
-	return err
-}
-
-func (t *Tx) Commit() error {
-	if err := t.tx.Commit(t.ctx); err != nil {
-		return fmt.Errorf("taskpg: commit: %w", err)
-	}
+	t.pending = append(t.pending, rollbackTo, `RELEASE SAVEPOINT op`)
 	return nil
 }
 
-func (t *Tx) Rollback() error { return t.tx.Rollback(t.ctx) }
+const rollbackTo = `ROLLBACK TO SAVEPOINT op`
+
+// Commit sends the queue and COMMIT together. PostgreSQL answers COMMIT
+// of a transaction that an unrecovered error aborted with ROLLBACK, not
+// an error: that is reported as a failed commit.
+func (t *Tx) Commit() error {
+	var tag pgconn.CommandTag
+	err := t.send(`COMMIT`, nil, func(br pgx.BatchResults) error {
+		var err error
+		tag, err = br.Exec()
+		return err
+	})
+	if err == nil && tag.String() != "COMMIT" {
+		err = fmt.Errorf("the transaction was rolled back (%s)", tag.String())
+	}
+	if err != nil {
+		t.Rollback()
+		return fmt.Errorf("taskpg: commit: %w", err)
+	}
+	t.conn.Release()
+	t.conn = nil
+	return nil
+}
+
+// Rollback ends the transaction; it is a no-op once it has ended.
+func (t *Tx) Rollback() error {
+	if t.conn == nil {
+		return nil
+	}
+	var err error
+	if t.begun {
+		_, err = t.conn.Exec(t.ctx, `ROLLBACK`)
+	}
+	// The pool discards a connection that is still in a transaction.
+	t.conn.Release()
+	t.conn = nil
+	return err
+}
 
 func (t *Tx) InsertTask(task *taskdb.Task) (bool, error) {
 	dl, dlns := deadlineArgs(task)
-	tag, err := t.tx.Exec(t.ctx, `INSERT INTO tasks (`+taskColumns+`)
+	tag, err := t.exec(`INSERT INTO tasks (`+taskColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 		ON CONFLICT (caller, endpoint, request_id) DO NOTHING`,
 		task.ID, task.Caller, task.Route, task.Endpoint, task.RequestID, task.Tool, task.APIVersion,
@@ -315,11 +437,11 @@ func (t *Tx) InsertTask(task *taskdb.Task) (bool, error) {
 }
 
 func (t *Tx) Task(id string) (*taskdb.Task, error) {
-	return scanTask(t.tx.QueryRow(t.ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
+	return scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = $1`, id))
 }
 
 func (t *Tx) TaskByRequest(caller, endpoint, requestID string) (*taskdb.Task, error) {
-	return scanTask(t.tx.QueryRow(t.ctx, `SELECT `+taskColumns+` FROM tasks
+	return scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks
 		WHERE caller = $1 AND endpoint = $2 AND request_id = $3`, caller, endpoint, requestID))
 }
 
@@ -338,14 +460,14 @@ func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto.Sta
 	)
 	// Only a settlement writes result and purge_after_ns, as in tasksqlite.
 	if task.Result == nil {
-		tag, err = t.tx.Exec(t.ctx, `UPDATE tasks SET state = $1, revision = $2, dispatched = $3, updated_ns = $4,
+		tag, err = t.exec(`UPDATE tasks SET state = $1, revision = $2, dispatched = $3, updated_ns = $4,
 			input_request_id = $5, cancel_key = $6, cancel_revision = $7
 			WHERE id = $8 AND revision = $9 AND state = ANY($10::text[])`,
 			string(task.State), task.Revision, task.Dispatched, ns(task.Updated),
 			nullString(task.InputRequest), task.CancelKey, cancelRev(task),
 			task.ID, prevRev, states)
 	} else {
-		tag, err = t.tx.Exec(t.ctx, `UPDATE tasks SET state = $1, revision = $2, updated_ns = $3, purge_after_ns = $4,
+		tag, err = t.exec(`UPDATE tasks SET state = $1, revision = $2, updated_ns = $3, purge_after_ns = $4,
 			input_request_id = $5, result = $6
 			WHERE id = $7 AND revision = $8 AND state = ANY($9::text[])`,
 			string(task.State), task.Revision, ns(task.Updated), ns(task.PurgeAfter),
@@ -359,7 +481,7 @@ func (t *Tx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto.Sta
 }
 
 func (t *Tx) AppendEvent(e *taskdb.Event) error {
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO task_events (task_id, revision, event_id, type, payload, created_ns)
+	_, err := t.exec(`INSERT INTO task_events (task_id, revision, event_id, type, payload, created_ns)
 		VALUES ($1, $2, $3, $4, $5, $6)`, e.TaskID, e.Revision, e.EventID, string(e.Type), e.Payload, ns(e.Created))
 	if err != nil {
 		return fmt.Errorf("taskpg: append event: %w", err)
@@ -372,7 +494,7 @@ func (t *Tx) InsertInput(in *taskdb.Input) error {
 	if in.AcceptKey != nil {
 		acceptRev = &in.AcceptRev
 	}
-	_, err := t.tx.Exec(t.ctx, `INSERT INTO task_inputs (`+inputColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+	_, err := t.exec(`INSERT INTO task_inputs (`+inputColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		in.TaskID, in.RequestID, in.Status, in.Request, nullString(in.ExpiresAt), in.CreatedRev,
 		in.AcceptKey, acceptRev)
 	if err != nil {
@@ -382,7 +504,7 @@ func (t *Tx) InsertInput(in *taskdb.Input) error {
 }
 
 func (t *Tx) Input(taskID, requestID string) (*taskdb.Input, error) {
-	return scanInput(t.tx.QueryRow(t.ctx, `SELECT `+inputColumns+` FROM task_inputs
+	return scanInput(t.queryRow(`SELECT `+inputColumns+` FROM task_inputs
 		WHERE task_id = $1 AND request_id = $2`, taskID, requestID))
 }
 
@@ -391,7 +513,7 @@ func (t *Tx) SetInputStatus(taskID, requestID, status string, acceptKey []byte, 
 	if acceptKey != nil {
 		rev = &acceptRev
 	}
-	tag, err := t.tx.Exec(t.ctx, `UPDATE task_inputs SET status = $1, accept_key = $2, accept_revision = $3
+	tag, err := t.exec(`UPDATE task_inputs SET status = $1, accept_key = $2, accept_revision = $3
 		WHERE task_id = $4 AND request_id = $5 AND status = 'pending'`,
 		status, acceptKey, rev, taskID, requestID)
 	if err != nil {
@@ -401,7 +523,7 @@ func (t *Tx) SetInputStatus(taskID, requestID, status string, acceptKey []byte, 
 }
 
 func (t *Tx) Purge(now time.Time) (int64, error) {
-	tag, err := t.tx.Exec(t.ctx, `DELETE FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= $1`, ns(now))
+	tag, err := t.exec(`DELETE FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= $1`, ns(now))
 	if err != nil {
 		return 0, fmt.Errorf("taskpg: purge: %w", err)
 	}
@@ -409,7 +531,7 @@ func (t *Tx) Purge(now time.Time) (int64, error) {
 }
 
 func (t *Tx) PurgeableBytes(now time.Time) (map[string]int64, error) {
-	rows, err := t.tx.Query(t.ctx, `SELECT caller, SUM(length(arguments) + length(result))::bigint
+	rows, err := t.query(`SELECT caller, SUM(length(arguments) + length(result))::bigint
 		FROM tasks WHERE result IS NOT NULL AND purge_after_ns <= $1 GROUP BY caller`, ns(now))
 	if err != nil {
 		return nil, fmt.Errorf("taskpg: purgeable bytes: %w", err)

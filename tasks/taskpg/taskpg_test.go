@@ -248,3 +248,46 @@ func TestClusterConformance(t *testing.T) {
 		return hs, true
 	})
 }
+
+// A transaction that an unrecovered statement error aborted does not
+// commit: PostgreSQL answers its COMMIT with ROLLBACK, and the driver
+// reports that as a failed commit instead of success. The connection goes
+// back to the pool clean.
+func TestCommitOfAbortedTransactionFails(t *testing.T) {
+	srv := pgharness.Start(t)
+	_, d := open(t, srv.NewDatabase(t))
+	ctx := context.Background()
+	good, bad := newTask(), newTask()
+	bad.Fingerprint = []byte{1} // refused by the schema
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tx.InsertTask(good); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := tx.InsertTask(bad); err == nil {
+		t.Fatal("a malformed task was inserted")
+	}
+	if err := tx.Commit(); err == nil || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("commit of an aborted transaction: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatalf("rollback after the failed commit: %v", err)
+	}
+	if got, _ := d.Task(ctx, good.ID); got != nil {
+		t.Fatal("a task of the aborted transaction is visible")
+	}
+	for range 10 { // every pooled connection is usable
+		tx, err := d.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := tx.InsertTask(newTask()); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

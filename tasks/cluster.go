@@ -222,10 +222,12 @@ func (e *Engine) scanDead() {
 		}
 		e.log.Warn("tasks: took over the tasks of an expired instance", "dead", in.Name, "tasks", len(moved))
 		c.taken.Add(int64(len(moved)))
-		e.adopt(moved)
 		if c.cfg.OnTakeOver != nil {
 			c.cfg.OnTakeOver(in.Name, len(moved))
 		}
+		// Recovered beside the lease loop: recovering many tasks must not
+		// delay this instance's own renewal past its lease.
+		go e.adopt(moved)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -65,7 +66,7 @@ func weatherManifest(ver string) *directory.Manifest {
 type harness struct {
 	t     testing.TB
 	path  string
-	db    *store.DB
+	db    harnessDB
 	clk   *testClock
 	dir   *taskstest.Directory
 	pol   *taskstest.Policy
@@ -136,13 +137,19 @@ func newHarnessAt(t testing.TB, path string, opts ...option) *harness {
 // open opens the store and starts a fresh engine on it.
 func (h *harness) open() {
 	h.t.Helper()
-	db, err := store.Open(context.Background(), h.path, tasksqlite.Migrations)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.db = db
 	cfg := h.cfg
-	cfg.Driver = tasksqlite.New(db)
+	if pgMode() {
+		// AGENTGW_TASKS_DRIVER=postgres: the same tests on taskpg, one
+		// database per harness path (a restart reopens it).
+		db := openPG(h.t, h.path)
+		h.db, cfg.Driver = pgHarnessDB{db}, taskpg.New(db)
+	} else {
+		db, err := store.Open(context.Background(), h.path, tasksqlite.Migrations)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.db, cfg.Driver = db, tasksqlite.New(db)
+	}
 	if h.wrap != nil {
 		cfg.Driver = h.wrap(cfg.Driver)
 	}

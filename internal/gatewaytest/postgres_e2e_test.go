@@ -144,3 +144,72 @@ func TestPostgresServeInvokeReplayRestart(t *testing.T) {
 		t.Logf("gw2 log:\n%s", tail(gw2.Log(), 3000))
 	}
 }
+
+// TestPostgresOutage: the database dies under a running gateway. An
+// invoke during the outage is refused with an error — never accepted —
+// and once PostgreSQL is back (same data, same port) the pool reconnects
+// by itself: a replay of that request-id is admitted as one task and runs,
+// and a task completed before the crash is still there.
+func TestPostgresOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg := pgharness.Start(t)
+	dsn := pg.NewDatabase(t)
+	e := Start(t, Options{Users: []string{"alice"}, Agents: []Agent{{Localpart: "weather"}}, PostgresDSN: dsn})
+	c := e.Dial("alice")
+	c.Retries = 0
+	c.IQTimeout = 10 * time.Second
+	ep := e.Endpoint("weather")
+	before, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"message":"before"}`), agentclient.CallOptions{})
+	if err != nil || before.State != "completed" {
+		t.Fatalf("echo before the outage: %+v %v", before, err)
+	}
+	p, err := c.Pin(ctx, ep, "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := p.ValidateArguments(json.RawMessage(`{"message":"during"}`))
+	req := &agentclient.InvokeRequest{RequestID: ids.New("req-"), Tool: "echo", Version: p.Manifest.Version, ManifestHash: p.Manifest.Hash, Arguments: args}
+
+	if err := pg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if acc, err := c.Invoke(ctx, ep, req); err == nil {
+		t.Fatalf("an invoke was accepted while the database was down: %+v", acc)
+	} else {
+		t.Logf("invoke during the outage: %v", err)
+	}
+	if err := e.Gateway.Store.Ping(ctx); err == nil {
+		t.Error("the store check passes while the database is down")
+	}
+
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The caller replays the same request-id, as after any error or
+	// timeout; the first attempts may meet connections the crash broke.
+	var acc *agentclient.Accepted
+	WaitFor(t, 30*time.Second, "an admission after the database is back", func() bool {
+		acc, err = c.Invoke(ctx, ep, req)
+		return err == nil
+	})
+	out, err := c.Follow(ctx, ep, acc, agentclient.CallOptions{})
+	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "during") {
+		t.Fatalf("the replayed invoke: %+v %v", out, err)
+	}
+	if res, err := c.Result(ctx, ep, before.Accepted.TaskID); err != nil || res.State != "completed" {
+		t.Fatalf("the task completed before the crash: %+v %v", res, err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE request_id = $1`, req.RequestID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d tasks for the replayed request, %v", n, err)
+	}
+	if err := e.Gateway.Store.Ping(ctx); err != nil {
+		t.Errorf("the store check after the outage: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/tasks"
 )
 
 // BenchmarkClusterAdmit measures durable admissions (fsync on) with 1, 2
@@ -19,6 +20,12 @@ func BenchmarkClusterAdmit(b *testing.B) {
 	for _, n := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			c := newTestClusterOn(b, srv)
+			// Held tasks pile up: lift the capacity and the quotas, as
+			// BenchmarkAdmit does.
+			c.mutate = func(cfg *tasks.Config) {
+				cfg.MaxActive = 1 << 30
+				cfg.MaxActivePerPrincipal, cfg.MaxActivePerDomain, cfg.MaxRetainedBytes = -1, -1, -1
+			}
 			var ms []*member
 			for i := range n {
 				ms = append(ms, c.start(fmt.Sprintf("gw-%d", i), 0, true))

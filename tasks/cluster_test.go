@@ -97,6 +97,8 @@ type testCluster struct {
 	dir     *taskstest.Directory
 	m       member
 	members []*member
+	// mutate adjusts each member's engine config (benchmarks lift limits).
+	mutate func(*tasks.Config)
 }
 
 func newTestCluster(t testing.TB) *testCluster {
@@ -137,6 +139,9 @@ func (c *testCluster) startFull(name string, limit int, hold bool, ownerOf func(
 		Notifier: m.rec, MaxRunningPerBackend: limit,
 		Cluster: &tasks.ClusterConfig{Instance: name, Bus: bus, LeaseTTL: 900 * time.Millisecond,
 			OwnerOf: ownerOf, OnLeaseLost: lost},
+	}
+	if c.mutate != nil {
+		c.mutate(&cfg)
 	}
 	m.eng, err = tasks.New(cfg)
 	if err != nil {

@@ -94,6 +94,12 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 				o.Chats = chatsqlite.New(g.DB)
 				o.Uploader = g.uploader(a.Connector)
 			}
+			if g.cl != nil {
+				if err := g.leaseConnector(ep, o); err != nil {
+					return fmt.Errorf("agent %s: %w", ep, err)
+				}
+				continue
+			}
 			b, err := connectorbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)

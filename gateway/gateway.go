@@ -74,6 +74,7 @@ type Gateway struct {
 	bindings bindingdb.Driver
 	starters []func(ctx context.Context) error
 	domain   jid.JID
+	cl       *clusterParts // cluster mode (driver postgres); nil otherwise
 }
 
 // New builds a gateway. It opens the store and checks everything it can
@@ -115,6 +116,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		return nil, err
 	}
 	g.bindings = g.Store.Bindings
+	if err := g.setupCluster(ctx); err != nil {
+		return nil, err
+	}
 	g.Registry, err = directory.NewRegistry(ctx, g.Store.Directory, log)
 	if err != nil {
 		return nil, err
@@ -170,7 +174,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err != nil {
 		return nil, err
 	}
-	g.Metrics = metrics.New()
+	g.Metrics = g.newMetrics()
 	starts := &startTimes{}
 	progress := adhoc.NewProgressCache(0)
 	notifier := &taskxmpp.Notifier{Sender: g.Component, Log: log, OnSendError: g.Metrics.EventSendFailed}
@@ -198,6 +202,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		RunningLimit:          runningLimits(cfg),
 		Approvals:             approvals,
 		MaxDelegationDepth:    cfg.Tasks.MaxDelegationDepth,
+		Cluster:               g.clusterConfig(),
 	})
 	if err != nil {
 		return nil, err
@@ -334,6 +339,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	for _, s := range g.starters {
 		goRun("backend", s)
 	}
+	g.runCluster(ctx, cancel, goRun)
 	// Tasks still accepted at the last stop are dispatched by Engine.Start;
 	// give the backends a bounded time to come up first, so those tasks
 	// reach a live backend instead of failing as unavailable.
@@ -352,6 +358,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	g.Engine.Close()
+	if err := g.clusterErr(); err != nil {
+		return err
+	}
 	var fatal *component.FatalError
 	if errors.As(err, &fatal) {
 		return err
@@ -363,7 +372,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 }
 
 // Close releases the store. Call it after Run returns.
-func (g *Gateway) Close() error { return g.Store.Close() }
+func (g *Gateway) Close() error { g.closeCluster(); return g.Store.Close() }
 
 // endpointRules builds the visible_to / invocable_by restrictions. An entry
 // that is not a principal is an error, never dropped: an emptied list would

@@ -83,6 +83,10 @@ bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1
 # against SQLite in the same run (ratio postgres/sqlite).
 bench tasks 3m -run '^$' -bench 'BenchmarkAdmitPostgresVsSQLite$' -benchtime 3s
 bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkMCPEchoPostgresVsSQLite$' -benchtime 1x
+# Cluster mode: admissions with 1, 2 and 3 instances on one PostgreSQL, and
+# the takeover after a crash (docs/cluster.md).
+bench tasks 4m -run '^$' -bench 'BenchmarkClusterAdmit$' -benchtime 2s
+bench tasks 4m -run '^$' -bench 'BenchmarkClusterTakeover$' -benchtime 3x
 load "end of the measured runs"
 
 # Profiles of missed targets, in shorter runs of their own.

@@ -250,7 +250,7 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
 			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
 			State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
-			DelegationDepth: inv.DelegationDepth,
+			DelegationDepth: inv.DelegationDepth, Owner: e.ownerFor(inv.Endpoint),
 		}
 		inserted, err := b.tx.InsertTask(t)
 		if err != nil {
@@ -266,9 +266,16 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 			acc, result = replayOf(prev, fp)
 			return nil
 		}
+		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
+		if !e.owns(t) {
+			// Routed to the instance that holds the endpoint's connection:
+			// it counts, arms and dispatches the task.
+			id, owner := t.ID, t.Owner
+			b.onCommit(func() { e.signal(signal{Kind: sigDispatch, Task: id, Owner: owner}) })
+			return nil
+		}
 		b.delta++
 		b.admitted(t)
-		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
 		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
 		b.onCommit(func() {
 			e.armDeadline(id, dls, at)

@@ -46,7 +46,8 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 		rev    int64
 		result error
 	)
-	err := e.do(func(b *batch) error {
+	err := e.doRetry(func(b *batch) error {
+		rev, result = 0, nil
 		t, err := b.load(c.TaskID)
 		if err != nil {
 			return err
@@ -101,6 +102,13 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 		}
 		rev = t.Revision
 		id, dispatched := t.ID, t.Dispatched
+		if !e.owns(t) {
+			owner := t.Owner
+			b.onCommit(func() {
+				e.signal(signal{Kind: sigCancel, Task: id, Owner: owner, Input: pendingInput, Dispatched: dispatched})
+			})
+			return nil
+		}
 		b.onCommit(func() {
 			e.requestCancel(id)
 			if pendingInput != "" {

@@ -103,6 +103,11 @@ type Config struct {
 	// RunningLimit, when set, overrides it per endpoint (0 keeps it).
 	MaxRunningPerBackend int
 	RunningLimit         func(endpoint string) int
+
+	// Cluster makes this engine one of several instances sharing the
+	// driver, which must implement taskdb.Cluster (see cluster.go); nil is
+	// the single-instance engine, unchanged.
+	Cluster *ClusterConfig
 }
 
 // DefaultMaxDelegationDepth is the default bound on an invocation's
@@ -221,6 +226,9 @@ type Engine struct {
 	// tasks accepted until dispatched explicitly.
 	noPersist    bool
 	holdDispatch atomic.Bool
+
+	// Cluster mode (nil otherwise); see cluster.go.
+	cl *clusterState
 }
 
 // New builds an engine. Nothing runs until Start.
@@ -256,6 +264,11 @@ func New(cfg Config) (*Engine, error) {
 		e.counts[i] = map[string]int64{}
 	}
 	e.execCtx, e.execCancel = context.WithCancel(context.Background())
+	if cfg.Cluster != nil {
+		if err := e.clusterInit(); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -273,7 +286,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("tasks: engine already started")
 	}
-	unsettled, err := e.db.Unsettled(ctx)
+	var (
+		unsettled []taskdb.Task
+		err       error
+	)
+	if e.cl != nil {
+		unsettled, err = e.clusterJoin(ctx)
+	} else {
+		unsettled, err = e.db.Unsettled(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -293,6 +314,21 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.notifWG.Add(1)
 	go e.notifyLoop()
 
+	errs := e.waitAll(e.recoverTasks(unsettled))
+	if len(unsettled) > 0 {
+		e.log.Info("tasks: recovered unsettled tasks", "count", len(unsettled))
+	}
+	e.purgeNow()
+	if e.cl != nil {
+		e.clusterStart()
+	}
+	return errors.Join(errs...)
+}
+
+// recoverTasks queues the restart recovery of unsettled tasks this engine
+// has just come to own (at Start, or by a cluster takeover): accepted ones
+// are dispatched, dispatched ones settle interrupted.
+func (e *Engine) recoverTasks(unsettled []taskdb.Task) []*op {
 	var waits []*op
 	for i := range unsettled {
 		t := &unsettled[i]
@@ -309,17 +345,17 @@ func (e *Engine) Start(ctx context.Context) error {
 			}))
 		}
 	}
+	return waits
+}
+
+func (e *Engine) waitAll(waits []*op) []error {
 	var errs []error
 	for _, o := range waits {
 		if err := <-o.done; err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if len(unsettled) > 0 {
-		e.log.Info("tasks: recovered unsettled tasks", "count", len(unsettled))
-	}
-	e.purgeNow()
-	return errors.Join(errs...)
+	return errs
 }
 
 // Close stops the engine: no new work is admitted, executors' contexts end,
@@ -334,6 +370,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.stopTimers()
+	if e.cl != nil {
+		e.clusterStop()
+	}
 	e.execCancel()
 	done := make(chan struct{})
 	go func() { e.execWG.Wait(); close(done) }()
@@ -364,6 +403,9 @@ func (e *Engine) Close() error {
 	}
 	e.stopCommitter(false)
 	e.stopNotifier()
+	if e.cl != nil {
+		errs = append(errs, e.clusterLeave())
+	}
 	return errors.Join(errs...)
 }
 
@@ -372,6 +414,9 @@ func (e *Engine) Close() error {
 func (e *Engine) abandon() {
 	e.closing.Store(true)
 	e.stopTimers()
+	if e.cl != nil {
+		e.clusterStop()
+	}
 	e.execCancel()
 	e.stopCommitter(true)
 	e.stopNotifier()

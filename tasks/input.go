@@ -51,7 +51,8 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 		rev    int64
 		result error
 	)
-	err := e.do(func(b *batch) error {
+	err := e.doRetry(func(b *batch) error {
+		rev, result = 0, nil
 		t, err := b.load(in.TaskID)
 		if err != nil {
 			return err
@@ -134,6 +135,13 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 		}
 		rev = t.Revision
 		answer := append([]byte(nil), canon...)
+		if !e.owns(t) {
+			owner := t.Owner
+			b.onCommit(func() {
+				e.signal(signal{Kind: sigInput, Task: in.TaskID, Owner: owner, Input: in.RequestID, Answer: answer})
+			})
+			return nil
+		}
 		b.onCommit(func() { e.deliverInput(in.TaskID, in.RequestID, answer, nil) })
 		return nil
 	})
@@ -169,6 +177,9 @@ func (b *batch) expireInputIfDue(t *taskdb.Task, req *taskdb.Input) (bool, error
 	exp, err := xmpptime.Parse(req.ExpiresAt)
 	if err == nil && !exp.ReachedBy(b.now()) {
 		return false, nil
+	}
+	if !b.e.owns(t) {
+		return true, nil // the owner's input timer settles it
 	}
 	if _, err := b.tx.SetInputStatus(t.ID, req.RequestID, taskdb.InputExpired, nil, 0); err != nil {
 		return true, err

@@ -34,7 +34,7 @@ func (b *batch) commit(t *taskdb.Task, from []agentproto.State, typ agentproto.E
 	if !ok {
 		// The committer is the only writer, so a failed guard is a bug or
 		// a concurrent process on the same file.
-		return fmt.Errorf("tasks: guard failed for a transition to %s", next.State)
+		return fmt.Errorf("%w: transition to %s", errGuard, next.State)
 	}
 	ev := taskdb.Event{TaskID: t.ID, Revision: next.Revision, EventID: newEventID(now), Type: typ, Payload: payload, Created: now}
 	if err := b.tx.AppendEvent(&ev); err != nil {
@@ -105,6 +105,11 @@ func (b *batch) deadlineReached(t *taskdb.Task) bool {
 func (b *batch) expireIfDue(t *taskdb.Task) (bool, error) {
 	if !b.deadlineReached(t) {
 		return false, nil
+	}
+	if !b.e.owns(t) {
+		// Only the owner settles (its deadline timer is armed); another
+		// instance refuses the mutation and leaves the row alone.
+		return true, nil
 	}
 	return true, b.fail(t, Failure{Code: agentproto.CodeDeadlineExpired, Message: "The task deadline passed before a result."})
 }

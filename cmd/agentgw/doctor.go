@@ -99,6 +99,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if st := d.checkPostgres(ctx, cfg); st != nil {
 			defer st.Close()
 			d.bindings = st.Bindings
+			d.checkCluster(ctx, cfg, st)
 		}
 	} else if db = d.checkStore(ctx, cfg); db != nil {
 		defer db.Close()

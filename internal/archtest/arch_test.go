@@ -26,12 +26,12 @@ var tiers = map[string]int{
 	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/httpauth": 0, "internal/pgstore": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
-	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1,
+	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
 	"a2abridge/a2amap":       1,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
-	"federation/grantsqlite": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
+	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
 	"connectorbridge/wire": 2, "connectorbridge/chatsqlite": 2,
 	// The PostgreSQL drivers beside the SQLite ones.
 	"tasks/taskpg": 2, "directory/dirpg": 2, "federation/grantpg": 2, "connectorbridge/bindingpg": 2,

@@ -91,7 +91,15 @@ const (
 type Cluster struct {
 	// Instance is unique per instance; default the host name.
 	Instance string `toml:"instance"`
+	// LeaseSeconds is each instance's renewable lease on its tasks and
+	// bridge connections (docs/cluster.md): a dead instance's work moves
+	// to a survivor between LeaseSeconds and 4/3·LeaseSeconds after its
+	// last renewal. Default 10, 1 to 300.
+	LeaseSeconds int `toml:"lease_seconds"`
 }
+
+// LeaseTTL is [cluster] lease_seconds as a duration.
+func (c *Config) LeaseTTL() time.Duration { return time.Duration(c.Cluster.LeaseSeconds) * time.Second }
 
 // instanceName is what an instance name may be: it appears in lease rows,
 // metric labels and logs.
@@ -327,6 +335,9 @@ func (c *Config) applyDefaults() {
 		case c.Store.Driver != DriverPostgres:
 			c.Cluster.Instance = "agentgw"
 		}
+	}
+	if c.Cluster.LeaseSeconds == 0 {
+		c.Cluster.LeaseSeconds = 10
 	}
 	if c.Tasks.ReplaySeconds == 0 {
 		c.Tasks.ReplaySeconds = 86400
@@ -582,6 +593,9 @@ func (c *Config) Validate() error {
 		}
 	} else if !instanceName.MatchString(c.Cluster.Instance) {
 		add("[cluster] instance %q must be 1 to 64 letters, digits, '.', '_' or '-' (it defaults to the host name; set it when that does not fit)", c.Cluster.Instance)
+	}
+	if c.Cluster.LeaseSeconds < 1 || c.Cluster.LeaseSeconds > 300 {
+		add("[cluster] lease_seconds %d must be 1 to 300", c.Cluster.LeaseSeconds)
 	}
 	return errors.Join(errs...)
 }

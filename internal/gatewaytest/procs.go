@@ -83,6 +83,12 @@ type Proc struct {
 // built binary, logging to <e.Dir>/<name>.log, and waits until its
 // component stream to the server is up. It is stopped (SIGTERM) on cleanup.
 func (e *Env) Serve(name string) *Proc {
+	e.T.Helper()
+	return e.ServeConfig(name, e.ConfigPath)
+}
+
+// ServeConfig is Serve with another config file (one per cluster member).
+func (e *Env) ServeConfig(name, configPath string) *Proc {
 	t := e.T
 	t.Helper()
 	bin := Binary(t)
@@ -91,7 +97,7 @@ func (e *Env) Serve(name string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--config", e.ConfigPath)
+	cmd := exec.Command(bin, "serve", "--config", configPath)
 	cmd.Dir = e.Dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// A test process that dies must not leave a gateway holding the

@@ -99,7 +99,17 @@ type Metrics struct {
 
 // New returns a Metrics whose private registry holds agentgw's metrics and
 // the standard Go runtime, process and build-info collectors.
-func New() *Metrics {
+func New() *Metrics { return NewInstance("") }
+
+// InstanceLabel is the label NewInstance puts on every series, naming the
+// cluster member that exports it. It is not "instance", which Prometheus
+// sets to the scrape target itself.
+const InstanceLabel = "gateway_instance"
+
+// NewInstance is New for one of several gateway instances sharing a
+// database: every series carries InstanceLabel=instance, so the members'
+// series stay apart when aggregated. An empty instance labels nothing.
+func NewInstance(instance string) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -148,7 +158,11 @@ func New() *Metrics {
 	for _, s := range terminalStates {
 		m.taskSeconds.WithLabelValues(s)
 	}
-	m.reg.MustRegister(
+	var reg prometheus.Registerer = m.reg
+	if instance != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{InstanceLabel: instance}, m.reg)
+	}
+	reg.MustRegister(
 		m.admissions, m.replays, m.conflicts, m.admissionSeconds, m.taskSeconds,
 		m.eventSendFails, m.connected, m.reconnects, m.backendUp,
 		newTaskCollector(m),

@@ -24,6 +24,10 @@ type EjabberdOptions struct {
 	// Modules are extra entries of the modules section, each enabled with
 	// default options (for example "mod_privacy", "mod_blocking").
 	Modules []string
+	// Snippet is the operator listener snippet to splice in, relative to
+	// the module root; default EjabberdSnippet (the cluster test loads
+	// deploy/cluster/ejabberd-listener.yml).
+	Snippet string
 }
 
 // LaunchEjabberd writes a private config dir and runs
@@ -68,7 +72,10 @@ func LaunchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, error) {
 		}
 	}
 	c2sPort, compPort, distPort := p[0], p[1], p[2]
-	snippet, err := RenderSnippet(EjabberdSnippet, SnippetData{
+	if o.Snippet == "" {
+		o.Snippet = EjabberdSnippet
+	}
+	snippet, err := RenderSnippet(o.Snippet, SnippetData{
 		ComponentDomain:    o.ComponentDomain,
 		ComponentSecret:    o.ComponentSecret,
 		ComponentPort:      compPort,
@@ -114,7 +121,7 @@ modules:
   mod_ping: {}
   mod_roster: {}
   mod_admin_extra: {}
-`, o.Domain, pem, c2sPort, o.Interface, EjabberdSnippet, strings.TrimRight(snippet, "\n"))
+`, o.Domain, pem, c2sPort, o.Interface, o.Snippet, strings.TrimRight(snippet, "\n"))
 	for _, m := range o.Modules {
 		cfg += "  " + m + ": {}\n"
 	}

@@ -52,6 +52,10 @@ type Task struct {
 	// DelegationDepth is the invocation's depth below a direct call; set at
 	// admission, never changed.
 	DelegationDepth int
+	// Owner is the gateway instance that executes the task, set at
+	// admission and moved only by Cluster.TakeOver. A single-instance
+	// driver (tasksqlite) does not store it and reads it back as "".
+	Owner string
 }
 
 // Event is one committed lifecycle event.

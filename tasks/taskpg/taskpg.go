@@ -46,7 +46,7 @@ func New(db *pgstore.DB) *Driver { return &Driver{db: db} }
 const taskColumns = `id, caller, route, endpoint, request_id, tool, api_version, manifest_hash,
 	arguments, fingerprint, deadline, deadline_ns, state, revision, dispatched,
 	created_ns, updated_ns, retain_until_ns, purge_after_ns, input_request_id,
-	result, cancel_key, cancel_revision, delegation_depth`
+	result, cancel_key, cancel_revision, delegation_depth, owner`
 
 func scanTask(s pgx.Row) (*taskdb.Task, error) {
 	var (
@@ -59,7 +59,7 @@ func scanTask(s pgx.Row) (*taskdb.Task, error) {
 	err := s.Scan(&t.ID, &t.Caller, &t.Route, &t.Endpoint, &t.RequestID, &t.Tool, &t.APIVersion,
 		&t.ManifestHash, &t.Arguments, &t.Fingerprint, &deadline, &deadlineNS, &state,
 		&t.Revision, &t.Dispatched, &created, &updated, &retain, &purge, &inputReq, &t.Result,
-		&t.CancelKey, &cancelRev, &t.DelegationDepth)
+		&t.CancelKey, &cancelRev, &t.DelegationDepth, &t.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -423,13 +423,13 @@ func (t *Tx) Rollback() error {
 func (t *Tx) InsertTask(task *taskdb.Task) (bool, error) {
 	dl, dlns := deadlineArgs(task)
 	tag, err := t.exec(`INSERT INTO tasks (`+taskColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 		ON CONFLICT (caller, endpoint, request_id) DO NOTHING`,
 		task.ID, task.Caller, task.Route, task.Endpoint, task.RequestID, task.Tool, task.APIVersion,
 		task.ManifestHash, task.Arguments, task.Fingerprint, dl, dlns, string(task.State), task.Revision,
 		task.Dispatched, ns(task.Created), ns(task.Updated), ns(task.RetainUntil),
 		ns(task.PurgeAfter), nullString(task.InputRequest), task.Result,
-		task.CancelKey, cancelRev(task), task.DelegationDepth)
+		task.CancelKey, cancelRev(task), task.DelegationDepth, task.Owner)
 	if err != nil {
 		return false, fmt.Errorf("taskpg: insert task: %w", err)
 	}

@@ -237,6 +237,18 @@ func TestConcurrentUpdateOneWinner(t *testing.T) {
 	}
 }
 
+func TestClusterConformance(t *testing.T) {
+	srv := pgharness.Start(t)
+	taskdbtest.ExerciseCluster(t, func(t *testing.T, n int) ([]taskdbtest.ClusterDriver, bool) {
+		dsn := srv.NewDatabase(t)
+		hs := make([]taskdbtest.ClusterDriver, n)
+		for i := range hs {
+			_, hs[i] = open(t, dsn)
+		}
+		return hs, true
+	})
+}
+
 // A transaction that an unrecovered statement error aborted does not
 // commit: PostgreSQL answers its COMMIT with ROLLBACK, and the driver
 // reports that as a failed commit instead of success. The connection goes

@@ -27,6 +27,10 @@ type Driver struct {
 	stmts   map[string]*sql.Stmt
 	pending map[string]bool
 	reads   map[string]*sql.Stmt // on the read pool
+
+	// The single instance's lease (cluster.go), under mu.
+	instance        string
+	joined, expires time.Time
 }
 
 // readRow runs a hot read-side query as a prepared statement on the read

@@ -219,3 +219,14 @@ func TestConformance(t *testing.T) {
 		return d
 	})
 }
+
+func TestClusterConformance(t *testing.T) {
+	taskdbtest.ExerciseCluster(t, func(t *testing.T, n int) ([]taskdbtest.ClusterDriver, bool) {
+		_, d := open(t)
+		hs := make([]taskdbtest.ClusterDriver, n)
+		for i := range hs {
+			hs[i] = d
+		}
+		return hs, false
+	})
+}

@@ -294,13 +294,24 @@ func (s *Server) stop(sig syscall.Signal) error {
 	if cmd == nil {
 		return nil
 	}
+	var children []int
 	if sig == syscall.SIGKILL {
+		// Each backend is its own process-group leader (the postmaster
+		// setsid()s its children), so the group kill reaches only the
+		// postmaster: a surviving backend could still commit, and its
+		// shared memory would stop the restart. Kill them all, as a
+		// machine crash would.
+		children = childPIDs(cmd.Process.Pid)
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for _, c := range children {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
 	} else {
 		_ = cmd.Process.Signal(sig)
 	}
 	select {
 	case <-exited:
+		waitGone(children, 30*time.Second)
 		return nil
 	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -365,4 +376,45 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// childPIDs lists the processes whose parent is pid, from /proc.
+func childPIDs(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ")".
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b)[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitGone waits until none of pids is alive (or a zombie) any more.
+func waitGone(pids []int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, p := range pids {
+		for time.Now().Before(deadline) {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+			if err != nil {
+				break
+			}
+			i := strings.LastIndexByte(string(b), ')')
+			if f := strings.Fields(string(b)[i+1:]); len(f) > 0 && f[0] == "Z" {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }

@@ -26,6 +26,8 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
+	// ACC is the agent-control-center listener (accbridge); nil when absent.
+	ACC *ACC `toml:"acc"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -175,6 +177,7 @@ type Agent struct {
 
 	MCP       *MCP       `toml:"mcp"`
 	Connector *Connector `toml:"connector"`
+	ACC       *AgentACC  `toml:"acc"`
 }
 
 // MCP is an MCP server backend: a stdio command or a streamable HTTP URL.
@@ -284,6 +287,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
+	}
+	if c.ACC != nil {
+		c.ACC.applyDefaults()
 	}
 }
 
@@ -417,10 +423,14 @@ func (c *Config) Validate() error {
 				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
 			}
 		}
+		if a.ACC != nil {
+			n++
+		}
 		if n != 1 {
-			add("%s: set exactly one of manifest, [agents.mcp] or [agents.connector]", where)
+			add("%s: set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.acc]", where)
 		}
 	}
+	c.validateACC(add)
 	return errors.Join(errs...)
 }
 

@@ -69,11 +69,7 @@ func (a *Agent) Converse(ctx context.Context, turn backendkit.Turn) error {
 			delete(a.chats, key)
 			a.mu.Unlock()
 		}()
-		rctx := a.s.ctx
-		if rctx == nil {
-			rctx = context.Background()
-		}
-		a.execute(rctx, key, runRequest{Goal: body}, time.Now().Add(time.Hour), cs)
+		a.execute(a.s.runContext(), key, runRequest{Goal: body}, time.Now().Add(time.Hour), cs)
 	}()
 	return nil
 }

@@ -300,7 +300,7 @@ func (d *driver) loop(ctx context.Context) error {
 		sess, sessChg := d.lr.watch()
 		select {
 		case <-ctx.Done():
-			if s.ctx != nil && s.ctx.Err() != nil {
+			if s.closing() {
 				return errShuttingDown
 			}
 			// The task settled elsewhere (its deadline, an expired input,

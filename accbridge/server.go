@@ -129,6 +129,22 @@ func NewServer(o Options) (*Server, error) {
 	return s, nil
 }
 
+// closing reports whether the listener is shutting down.
+func (s *Server) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx != nil && s.ctx.Err() != nil
+}
+
+func (s *Server) runContext() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return context.Background()
+	}
+	return s.ctx
+}
+
 func agentKey(connector, agentID string) string { return connector + "\x00" + agentID }
 
 // Addr is the listening address once Start has bound it.

@@ -76,6 +76,10 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			}
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
+		case a.ACC != nil:
+			if err := g.addACCAgent(ep, a, log); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 
+	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
@@ -17,6 +18,7 @@ var migrations = []store.Migrations{
 	tasksqlite.Migrations,
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
+	accsqlite.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every

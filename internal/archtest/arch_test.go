@@ -27,6 +27,7 @@ var tiers = map[string]int{
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1,
+	"accbridge/accdb": 1, "accbridge/accsqlite": 2, "accbridge": 4,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
 	"federation/grantsqlite": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
@@ -51,6 +52,7 @@ var forbidden = map[string][]string{
 	"federation":      {"database/sql", module + "internal/store"},
 	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
 	"mcpbridge":       {module + "component", module + "connectorbridge"},
+	"accbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
 }
 
 // testHelper reports whether p exists only for tests (suites, fakes,
@@ -59,7 +61,7 @@ func testHelper(p string) bool {
 	base := path.Base(p)
 	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" ||
 		p == "internal/fuzzcheck" || p == "scripts" ||
-		strings.HasPrefix(p, "connectorbridge/connectortest")
+		strings.HasPrefix(p, "connectorbridge/connectortest") || strings.HasPrefix(p, "accbridge/acctest")
 }
 
 func list(t *testing.T, args ...string) map[string][]string {

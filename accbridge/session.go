@@ -81,16 +81,20 @@ func (x *session) run(parent context.Context) {
 			log.Info("acc connector disconnected", "remote", x.remote)
 		}
 	}()
-	// register must come first and in time.
-	rctx, rcancel := context.WithTimeout(x.ctx, x.s.o.RegisterTimeout)
-	typ, data, err := x.ws.Read(rctx)
-	rcancel()
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || rctx.Err() != nil {
+	// register must come first and in time. (A Read whose context ends
+	// closes the socket at once, so the timeout is a timer that can still
+	// say why.)
+	var first atomic.Bool
+	timer := time.AfterFunc(x.s.o.RegisterTimeout, func() {
+		if first.CompareAndSwap(false, true) {
 			log.Warn("acc connector sent no register in time; closing", "timeout", x.s.o.RegisterTimeout)
 			x.sendError(ErrInvalidRequest, "register timeout", "")
 			x.ws.Close(websocket.StatusPolicyViolation, "register timeout")
 		}
+	})
+	typ, data, err := x.ws.Read(x.ctx)
+	timer.Stop()
+	if !first.CompareAndSwap(false, true) || err != nil {
 		return
 	}
 	f, ferr := x.decode(typ, data)

@@ -34,6 +34,13 @@ func (p publisher) Publish(ctx context.Context, manifestJSON []byte) (string, st
 	return m.Version, m.Hash, nil
 }
 
+// SetStatus shows a degraded backend's status text in its presence.
+func (a availability) SetStatus(endpoint, status string) {
+	if a.g.Presence != nil {
+		a.g.Presence.SetStatus(endpoint, status)
+	}
+}
+
 // availability forwards backend up/down changes to the endpoints' presence.
 type availability struct{ g *Gateway }
 

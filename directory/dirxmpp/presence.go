@@ -34,6 +34,9 @@ type Presence struct {
 	mu   sync.Mutex
 	subs map[string]map[string]struct{} // endpoint → subscriber bare JIDs
 	down map[string]bool                // endpoints reported unavailable
+	// status is a short text shown while an endpoint is available but
+	// degraded (<show>away</show>), by endpoint.
+	status map[string]string
 }
 
 func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sender, log *slog.Logger) *Presence {
@@ -44,6 +47,7 @@ func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sende
 		log:      log,
 		subs:     map[string]map[string]struct{}{},
 		down:     map[string]bool{},
+		status:   map[string]string{},
 	}
 }
 
@@ -90,11 +94,65 @@ func (p *Presence) handle(ctx context.Context, pr component.Presence) {
 func (p *Presence) availability(from, to jid.JID) *xmltree.Element {
 	p.mu.Lock()
 	down := p.down[from.String()]
+	status := p.status[from.String()]
 	p.mu.Unlock()
 	if down {
 		return component.NewPresence("unavailable", from, to)
 	}
-	return component.NewPresence("", from, to)
+	return availablePresence(from, to, status)
+}
+
+// availablePresence is available presence, with <show>away</show> and the
+// status text when the endpoint is degraded.
+func availablePresence(from, to jid.JID, status string) *xmltree.Element {
+	if status == "" {
+		return component.NewPresence("", from, to)
+	}
+	return component.NewPresence("", from, to,
+		xmltree.New(component.NSComponent, "show").WithText("away"),
+		xmltree.New(component.NSComponent, "status").WithText(status))
+}
+
+// SetStatus shows status in an available endpoint's presence ("" clears
+// it) and tells the subscribers who may see it when it changed.
+func (p *Presence) SetStatus(endpoint, status string) {
+	if p == nil {
+		return
+	}
+	ep, err := jid.Parse(endpoint)
+	if err != nil {
+		return
+	}
+	ep = ep.Bare()
+	key := ep.String()
+	p.mu.Lock()
+	if p.status[key] == status {
+		p.mu.Unlock()
+		return
+	}
+	if status == "" {
+		delete(p.status, key)
+	} else {
+		p.status[key] = status
+	}
+	down := p.down[key]
+	var subs []string
+	for s := range p.subs[key] {
+		subs = append(subs, s)
+	}
+	p.mu.Unlock()
+	if down {
+		return
+	}
+	for _, s := range subs {
+		to, err := jid.Parse(s)
+		if err != nil {
+			continue
+		}
+		if _, visible := p.resolver.Resolve(to, ep); visible {
+			p.send(context.Background(), availablePresence(ep, to, status))
+		}
+	}
 }
 
 func (p *Presence) remember(ep, sub string) {
@@ -161,6 +219,7 @@ func (p *Presence) SetAvailable(endpoint string, up bool) {
 			subs = append(subs, s)
 		}
 	}
+	status := p.status[key]
 	p.mu.Unlock()
 
 	typ := "unavailable"
@@ -176,7 +235,11 @@ func (p *Presence) SetAvailable(endpoint string, up bool) {
 		if _, visible := p.resolver.Resolve(to, ep); !visible {
 			continue
 		}
-		p.send(ctx, component.NewPresence(typ, ep, to))
+		if up {
+			p.send(ctx, availablePresence(ep, to, status))
+		} else {
+			p.send(ctx, component.NewPresence(typ, ep, to))
+		}
 	}
 }
 

@@ -63,9 +63,17 @@ func (a *Agent) Features() tasks.Features {
 	return tasks.Features{Progress: true, Cancel: true, Input: true}
 }
 
-// Ready is true once a manifest has been published (the connector has
-// declared the agent at least once).
-func (a *Agent) Ready() bool { return a.pub.Ready() }
+// Ready is true once the listener is up: connectors dial in, so there is
+// nothing to wait for before the engine dispatches (a run waits up to the
+// accept timeout for its connector).
+func (a *Agent) Ready() bool {
+	select {
+	case <-a.s.ready:
+		return true
+	default:
+		return false
+	}
+}
 
 // Manifest is the last published manifest.
 func (a *Agent) Manifest() []byte { return append([]byte(nil), a.pub.Last()...) }

@@ -379,6 +379,10 @@ func (d *driver) loop(ctx context.Context) error {
 					"denied_by": d.out.caller(), "reason": r.reason})
 			}
 		case f := <-d.lr.in:
+			// Informational events that arrived first are reported first.
+			if p := d.lr.takeProgress(); p != nil {
+				d.event(p)
+			}
 			if done := d.frame(ctx, f, approvals, &approvalCancel, acceptT, &busyT); done {
 				return nil
 			}

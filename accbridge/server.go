@@ -303,6 +303,8 @@ func (s *Server) attach(sess *session) {
 			"connector", sess.conn.Name, "old_remote", old.remote, "new_remote", sess.remote)
 		old.close(websocket.StatusCode(4000), "replaced by a new connection")
 	}
+	// A new connection starts healthy.
+	s.setDegraded(sess.conn.Name, false)
 	for _, lr := range adopt {
 		lr.setSession(sess)
 	}
@@ -411,10 +413,17 @@ func (s *Server) route(sess *session, f *frame) bool {
 	return lr.deliver(f)
 }
 
+// addRun makes a run routable. A connection that replaced the one the run
+// was created on meanwhile is the run's from now (attach adopts runs under
+// the same lock, so one of the two sees the other).
 func (s *Server) addRun(lr *liveRun) {
 	s.mu.Lock()
 	s.runs[lr.runID] = lr
+	cur := s.sessions[lr.connectorID]
 	s.mu.Unlock()
+	if cur != lr.session() {
+		lr.setSession(cur)
+	}
 }
 
 func (s *Server) removeRun(lr *liveRun) {

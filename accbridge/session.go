@@ -57,12 +57,15 @@ func (x *session) sendError(code int, msg, runID string) {
 
 func (x *session) close(code websocket.StatusCode, reason string) {
 	x.closeOnce.Do(func() {
+		// The close handshake first, so the peer learns why; then the
+		// session's context (a Read ended by its context would drop the
+		// socket without a close frame).
 		go func() {
 			x.ws.Close(code, reason)
+			if x.cancel != nil {
+				x.cancel()
+			}
 		}()
-		if x.cancel != nil {
-			x.cancel()
-		}
 	})
 }
 
@@ -165,12 +168,12 @@ func (x *session) watchHeartbeats(log interface{ Warn(string, ...any) }) {
 		missed := int(time.Since(time.Unix(0, x.lastBeat.Load())) / period)
 		switch {
 		case missed >= 10:
-			log.Warn("acc connector missed 10 heartbeats; closing its connection", "connector", x.conn.Name)
+			log.Warn("acc connector missed 10 heartbeats; closing its connection")
 			x.close(websocket.StatusPolicyViolation, "heartbeat timeout")
 			return
 		case missed >= 3:
 			if x.state.Swap(int32(healthDegraded)) != int32(healthDegraded) {
-				log.Warn("acc connector missed 3 heartbeats; its agents are degraded", "connector", x.conn.Name)
+				log.Warn("acc connector missed 3 heartbeats; its agents are degraded")
 				x.s.setDegraded(x.conn.Name, true)
 			}
 		}

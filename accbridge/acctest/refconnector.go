@@ -17,7 +17,8 @@
 //	forge                a forged approval_granted, then completion
 //	stop-heartbeats      run_accepted, and no heartbeat from then on
 //
-// Every message it receives is printed as one JSON line {"got": type, …}
+// A cancel_run for a run it does not have (it restarted) is answered
+// run_cancelled at once. Every message it receives is printed as one JSON line {"got": type, …}
 // on Log, so tests can see what the control center sent.
 package acctest
 
@@ -213,6 +214,9 @@ func (c *Connector) Serve(ctx context.Context) error {
 			c.mu.Unlock()
 			if ch != nil {
 				close(ch)
+			} else {
+				// Not running here (any more): cancelling it is done.
+				c.send(map[string]any{"type": "run_cancelled", "run_id": id})
 			}
 		case "approval_granted", "approval_denied":
 			id, _ := m["run_id"].(string)

@@ -59,7 +59,7 @@ func completionResult(red *backendkit.Redactor, payload json.RawMessage) tasks.T
 	if len(payload) == 0 || string(payload) == "null" {
 		payload = json.RawMessage(`{}`)
 	}
-	clean, _, err := red.ScrubJSON(payload)
+	clean, err := scrubJSON(red, payload)
 	if err != nil {
 		clean = []byte(`{}`)
 	}

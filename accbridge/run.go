@@ -452,7 +452,7 @@ func (d *driver) frame(ctx context.Context, f *frame, approvals chan approvalRes
 		actx, cancel := context.WithCancel(ctx)
 		*approvalCancel = cancel
 		d.approving = true
-		ap := approval{id: id, action: s.o.Redactor.Scrub(f.Action), risk: risk, expires: exp}
+		ap := approval{id: id, action: scrub(s.o.Redactor, f.Action), risk: risk, expires: exp}
 		go func() {
 			granted, reason, err := d.out.approve(actx, ap)
 			approvals <- approvalResult{id: id, granted: granted, reason: reason, err: err}
@@ -496,7 +496,7 @@ func (d *driver) connectorError(code int, msg string, busyT *<-chan time.Time, a
 	case ErrQuotaExceeded:
 		d.log.Error("acc: OPERATOR: the connector reports its quota exceeded; the run is stopped", "run", d.lr.runID, "connector", d.a.connector)
 	}
-	d.out.fail(tasks.Failure{Code: agentproto.ACCCode(code), Message: failureText(code, s.o.Redactor.Scrub(msg)),
+	d.out.fail(tasks.Failure{Code: agentproto.ACCCode(code), Message: failureText(code, scrub(s.o.Redactor, msg)),
 		Retryable: code == ErrConnector || code == ErrAdapter || code == ErrAgentNotFound})
 	return true
 }
@@ -542,8 +542,11 @@ func (d *driver) event(f *frame) {
 		Percent  *float64 `json:"percent"`
 		Progress *float64 `json:"progress"`
 	}
-	json.Unmarshal(f.Payload, &p)
 	red := d.a.s.o.Redactor
+	// Scrub before anything is cut: a clipped key block would slip past.
+	if clean, err := scrubJSON(red, f.Payload); err == nil {
+		json.Unmarshal(clean, &p)
+	}
 	msg := p.Message
 	if msg == "" {
 		msg = p.Text
@@ -581,6 +584,6 @@ func (d *driver) event(f *frame) {
 		out.Stage = "event"
 		out.Message = fmt.Sprintf("The agent reported an event of another kind.")
 	}
-	out.Message = red.Scrub(out.Message)
+	out.Message = scrub(red, out.Message)
 	d.out.progress(out)
 }

@@ -204,38 +204,38 @@ func (s *Server) closeAll() {
 
 // authenticate checks the client certificate against the enrolled one
 // and the bearer token, and returns the connector.
-func (s *Server) authenticate(r *http.Request) (accdb.Connector, error) {
+func (s *Server) authenticate(r *http.Request) (accdb.Connector, string, error) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return accdb.Connector{}, errors.New("no client certificate")
+		return accdb.Connector{}, "", errors.New("no client certificate")
 	}
 	der := r.TLS.PeerCertificates[0].Raw
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
-		return accdb.Connector{}, ErrNoToken
+		return accdb.Connector{}, "", ErrNoToken
 	}
 	id, err := verifyToken(s.jwtPub, strings.TrimSpace(tok), der, time.Now())
 	if err != nil {
-		return accdb.Connector{}, err
+		return accdb.Connector{}, "", err
 	}
 	c, ok, err := s.o.Store.ConnectorByID(r.Context(), id)
 	if err != nil {
-		return accdb.Connector{}, fmt.Errorf("store: %w", err)
+		return accdb.Connector{}, "", fmt.Errorf("store: %w", err)
 	}
 	if !ok {
-		return accdb.Connector{}, ErrUnknown
+		return accdb.Connector{}, "", ErrUnknown
 	}
 	if c.Revoked() {
-		return accdb.Connector{}, ErrRevoked
+		return accdb.Connector{}, "", ErrRevoked
 	}
 	if c.CertSHA256 != Fingerprint(der) {
-		return accdb.Connector{}, ErrCertMismatch
+		return accdb.Connector{}, "", ErrCertMismatch
 	}
-	return c, nil
+	return c, strings.TrimSpace(tok), nil
 }
 
 func (s *Server) serveConnector(w http.ResponseWriter, r *http.Request) {
-	c, err := s.authenticate(r)
+	c, tok, err := s.authenticate(r)
 	if err != nil {
 		// The reason is ours (no token bytes); the peer learns only 401.
 		s.log.Warn("acc connection refused", "remote", r.RemoteAddr, "reason", err.Error())
@@ -244,6 +244,9 @@ func (s *Server) serveConnector(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"type":"error","code":4007,"message":"unauthorized"}`))
 		return
 	}
+	// A connector that echoes its own token (in an event, a result) must
+	// not get it past the redactor.
+	s.o.Redactor.Add(tok)
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionContextTakeover})
 	if err != nil {
 		s.log.Warn("acc websocket upgrade failed", "connector", c.Name, "error", err)

@@ -68,6 +68,8 @@ bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCei
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
+# agent-control-center runs through the gateway against the connector called directly.
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Directory at scale, concurrency and recovery.
 bench directory 3m -run '^TestMemory10000Endpoints$' -v -bench 'BenchmarkList50Of10000$' -benchtime 1s
 bench directory/dirxmpp 5m -run '^$' -bench 'BenchmarkDirectoryPage50Of10000$' -benchtime 1s

@@ -61,7 +61,7 @@ type refProc struct {
 	done chan struct{}
 }
 
-func startRefConnector(t *testing.T, dir string, args ...string) *refProc {
+func startRefConnector(t testing.TB, dir string, args ...string) *refProc {
 	t.Helper()
 	p := &refProc{out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(refConnectorBinary(t), append([]string{"--dir", dir}, args...)...)
@@ -114,7 +114,7 @@ func (p *refProc) runIDs(typ string) []string {
 	return out
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -101,6 +101,9 @@ type Message struct {
 	Question *Question // an XEP-0004 form asking for a structured answer
 	// Store asks for offline storage (XEP-0334 store hint).
 	Store bool
+	// Nick is the display name of the person the message speaks for (an
+	// IM network user relayed by a connector; XEP-0172), untrusted text.
+	Nick string
 }
 
 // Question is a structured question rendered as an XEP-0004 form.
@@ -144,3 +147,19 @@ var (
 	ErrChatTooLarge    = errors.New("message too large")
 	ErrChatRateLimited = errors.New("too many messages; slow down")
 )
+
+// ErrChatRefused is what Chat.Send returns when the recipient has not
+// consented to messages from the endpoint (it never wrote, and neither the
+// operator's configuration nor ChatConsent names it) or bounced an earlier
+// one as blocked. Retrying does not help until the recipient writes.
+var ErrChatRefused = errors.New("the recipient does not accept messages from this agent")
+
+// ChatConsent is an optional interface of a Conversant that originates
+// messages to JIDs that did not write first (an inbox, an owner). The
+// operator's configuration of those JIDs is their consent (a closed
+// deployment policy, as the spec's Security Considerations allow).
+type ChatConsent interface {
+	// ChatRecipients lists the bare JIDs the backend may message from
+	// endpoint without their writing first.
+	ChatRecipients(endpoint string) []string
+}

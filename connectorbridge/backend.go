@@ -34,6 +34,8 @@ type Backend struct {
 	// projMu serialises projection and publishing.
 	projMu sync.Mutex
 
+	chat *chatSide // IM Profile v2; nil without an inbox
+
 	mu        sync.Mutex
 	started   bool
 	lastTools []string
@@ -55,6 +57,9 @@ func New(o Options) (*Backend, error) {
 		o: c.o, c: c, log: c.log, kick: make(chan struct{}, 1),
 		pub:   backendkit.NewManifests(c.o.Publisher),
 		avail: backendkit.NewPresence(c.o.Endpoint, c.o.Availability),
+	}
+	if b.chat = newChatSide(b); b.chat != nil {
+		c.onChat = c.chatPush(b.chat)
 	}
 	c.onChange = func() {
 		select {
@@ -101,6 +106,9 @@ func (b *Backend) Start(ctx context.Context) error {
 	}
 	loop := b.c.start(ctx)
 	go b.runProjector(loop)
+	if b.chat != nil {
+		go b.chat.run(loop)
+	}
 	<-loop.Done()
 	b.c.Close()
 	b.markDown()

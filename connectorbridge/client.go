@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/internal/clock"
@@ -75,6 +76,21 @@ type Options struct {
 	ReadyWait time.Duration
 	// AuthTimeout bounds one Auth run. Default 10 minutes.
 	AuthTimeout time.Duration
+	// IM Profile v2 (chat.go). Chat is off unless Inbox and Chats are set.
+	// Inbox is the bare JID that receives the IM network's messages and
+	// whose replies go back ([agents.connector] inbox).
+	Inbox string
+	// Chats is the durable queue of chat messages in both directions.
+	Chats chatdb.Driver
+	// Uploader offers inbound files to the XMPP side (XEP-0363); nil sends
+	// a file's absence as a note in the text.
+	Uploader FileUploader
+	// DownloadOrigins are the origins ("https://host:port") the gateway
+	// downloads XMPP users' shared files from, beside the upload service's
+	// own ([agents.connector] download_origins).
+	DownloadOrigins []string
+	// ChatLimits bound chat traffic; zero fields take the defaults.
+	ChatLimits ChatLimits
 	// ShowQR, when set, renders a qr_login flow's (redacted) qr_code_text
 	// to Auth's output after its raw text line; the CLI draws a terminal
 	// QR code. Nil prints the raw text only.
@@ -151,6 +167,10 @@ type Client struct {
 	projDesc        *wire.Descriptor // last descriptor, kept across reconnects for projection
 	everOpened      bool
 	bind            binding
+
+	// onChat takes IM v2 pushes (set by a Backend with an inbox); nil
+	// refuses them.
+	onChat func(*transport.Session, *wire.Packet)
 
 	changed  chan struct{} // closed and replaced at every state change
 	onChange func()
@@ -415,5 +435,6 @@ func (c *Client) dataPlane() *transport.DataPlane {
 	return &transport.DataPlane{
 		Base: c.base, HTTP: c.http, APIKey: c.o.APIKey, Timeout: c.o.RequestTimeout, MaxPacketBytes: c.o.MaxPacketBytes,
 		Red: c.red, Log: c.log, Clock: c.clock, OnEnd: c.detach, OnDescriptorPush: c.onDescriptorPush,
+		OnChat: c.onChat,
 	}
 }

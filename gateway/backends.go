@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
+	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/transfer"
 	"github.com/agentgw/agentgw/mcpbridge"
 )
 
@@ -77,6 +80,10 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			}
 			o.Endpoint = ep
 			o.Bindings, o.Publisher, o.Availability, o.Logger, o.Secrets = g.bindings, publisher{g}, availability{g}, log, g.secrets
+			if o.Inbox != "" {
+				o.Chats = chatsqlite.New(g.DB)
+				o.Uploader = g.uploader(a.Connector)
+			}
 			b, err := connectorbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)
@@ -146,14 +153,31 @@ func ConnectorOptions(cfg *config.Config, a config.Agent) (connectorbridge.Optio
 		return connectorbridge.Options{}, fmt.Errorf("agent %s: connector API key: %w", a.JID, err)
 	}
 	return connectorbridge.Options{
-		Endpoint:    a.JID,
-		BaseURL:     a.Connector.BaseURL,
-		APIKey:      key,
-		Name:        a.Name,
-		Title:       a.Title,
-		Description: a.Description,
-		Version:     a.Version,
+		Endpoint:        a.JID,
+		BaseURL:         a.Connector.BaseURL,
+		APIKey:          key,
+		Name:            a.Name,
+		Title:           a.Title,
+		Description:     a.Description,
+		Version:         a.Version,
+		Inbox:           a.Connector.Inbox,
+		DownloadOrigins: a.Connector.DownloadOrigins,
+		ChatLimits:      connectorbridge.ChatLimits{MaxFileBytes: a.Connector.MaxFileBytes},
 	}, nil
+}
+
+// uploader is the XEP-0363 client a connector agent offers inbound files
+// through: the configured service, else one discovered among the items
+// of the server's domain (the first local domain, else the component
+// domain's parent).
+func (g *Gateway) uploader(c *config.Connector) *transfer.HTTPUpload {
+	server := g.domain.Domainpart()
+	if len(g.cfg.XMPP.LocalDomains) > 0 {
+		server = g.cfg.XMPP.LocalDomains[0]
+	} else if i := strings.IndexByte(server, '.'); i > 0 {
+		server = server[i+1:]
+	}
+	return &transfer.HTTPUpload{IQ: g.Component, Server: server, Service: c.UploadService, MaxBytes: c.MaxFileBytes}
 }
 
 // secrets lists every configured secret, for the bridges' own scrubbing.

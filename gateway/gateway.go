@@ -28,6 +28,7 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/messaging"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
@@ -61,6 +62,7 @@ type Gateway struct {
 	Component *component.Component
 	Presence  *dirxmpp.Presence
 	Metrics   *metrics.Metrics
+	Messaging *messaging.Service
 
 	backends map[string]tasks.Backend
 	// bindings is the one connector binding driver of DB, shared by the
@@ -153,6 +155,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.buildBackends(ctx); err != nil {
 		return nil, err
 	}
+	g.buildMessaging()
 
 	approvals, err := newApprovals(cfg)
 	if err != nil {
@@ -198,6 +201,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		Admin:         g.Registry,
 		Policy:        g.Policy,
 		TaskFeatures:  g.taskFeatures,
+		ChatFeatures:  g.Messaging.Features,
 		ReplaySeconds: cfg.Tasks.ReplaySeconds,
 		Sender:        g.Component,
 		Log:           log,
@@ -300,6 +304,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return nil
 	})
 	goRun("metrics state", g.watchComponent)
+	goRun("messaging", g.Messaging.Run)
 	if addr := g.cfg.Metrics.Listen; addr != "" {
 		goRun("metrics server", func(ctx context.Context) error { return g.Metrics.Serve(ctx, addr) })
 		g.log.Info("metrics listening", "addr", addr)

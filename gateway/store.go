@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
+	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation/grantsqlite"
 	"github.com/agentgw/agentgw/internal/store"
@@ -19,6 +20,7 @@ var migrations = []store.Migrations{
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
 	accsqlite.Migrations,
+	chatsqlite.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every

@@ -66,7 +66,10 @@ type Options struct {
 	PingInterval time.Duration
 	// QRPollMillis is the poll_interval_millis of the QR flow. Default 100.
 	QRPollMillis int64
-	Logger       *slog.Logger
+	// RetryInterval is how often unacknowledged IM messages are pushed
+	// again. Default 2s.
+	RetryInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // Misbehaviour switches make the server break the protocol on purpose.
@@ -136,6 +139,10 @@ type Server struct {
 	closes   []string
 	pongs    int
 
+	im   *imState
+	done chan struct{}
+	stop sync.Once
+
 	addr string
 	ln   net.Listener
 	srv  *http.Server
@@ -202,6 +209,9 @@ func New(o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = 2 * time.Second
+	}
 	o.PathPrefix = strings.TrimRight(o.PathPrefix, "/")
 	s := &Server{
 		o:        o,
@@ -211,7 +221,10 @@ func New(o Options) (*Server, error) {
 		auths:    map[string]*authSession{},
 		conns:    map[*conn]bool{},
 		toolOver: map[string][2]string{},
+		im:       newIMState(),
+		done:     make(chan struct{}),
 	}
+	go s.retryLoop()
 	if err := json.Unmarshal(o.Card, &s.cardDoc); err != nil {
 		return nil, fmt.Errorf("connectortest: card: %w", err)
 	}
@@ -277,6 +290,7 @@ func (s *Server) Addr() string { return s.addr }
 
 // Close stops the server and drops every data plane.
 func (s *Server) Close() {
+	s.stop.Do(func() { close(s.done) })
 	if s.srv != nil {
 		s.srv.Close()
 	}
@@ -452,6 +466,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/skill.md", s.handleSkill)
 	mux.HandleFunc("GET "+p+"/health", s.handleHealth)
 	mux.HandleFunc("GET "+p+"/ws", s.handleWS)
+	mux.HandleFunc("POST "+p+"/files/uploads", s.handleUpload)
+	mux.HandleFunc("GET "+p+"/files/refs/{ref}", s.handleFileRef)
 	return mux
 }
 
@@ -695,6 +711,7 @@ func (c *conn) pingLoop() {
 var userLevel = map[string]bool{
 	"channel.close": true, "auth.start": true, "auth.status": true, "auth.cancel": true,
 	"auth.logout": true, "connection.descriptor.get": true, "tool.invoke": true,
+	"chat.message": true,
 }
 
 func (c *conn) handle(p *packet) {
@@ -714,6 +731,9 @@ func (c *conn) handle(p *packet) {
 		return
 	case "error":
 		s.log.Info("xAgent sent an error packet")
+		return
+	case "chat.message.ack":
+		c.chatAck(p)
 		return
 	}
 	if p.RequestID == "" {
@@ -780,6 +800,8 @@ func (c *conn) handle(p *packet) {
 		c.authLogout(p, ch)
 	case "tool.invoke":
 		c.toolInvoke(p, ch)
+	case "chat.message":
+		c.chatMessage(p, ch)
 	}
 }
 
@@ -883,6 +905,8 @@ func (c *conn) channelOpen(p *packet) {
 	d := s.descriptorLocked(ch)
 	s.mu.Unlock()
 	c.ack(p, ch.id, map[string]any{"connector_channel_id": ch.id, "connection_descriptor": d})
+	// Reopening a channel restores unfinished delivery (§11).
+	go s.redeliver(ch.id)
 }
 
 // descriptorLocked builds the channel's Connection Descriptor.

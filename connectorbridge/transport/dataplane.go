@@ -55,6 +55,10 @@ type DataPlane struct {
 	OnEnd func(*Session)
 	// OnDescriptorPush gets each connection.descriptor.push packet.
 	OnDescriptorPush func(*Session, *wire.Packet)
+	// OnChat gets each IM v2 packet the connector initiates (chat.message,
+	// chat.activity) on the read loop; it must not block. Nil refuses
+	// them with unsupported_packet, as a tools-only bridge does.
+	OnChat func(*Session, *wire.Packet)
 }
 
 // Session is one WebSocket data plane: one runtime instance (connector_id)
@@ -253,6 +257,8 @@ func (s *Session) Dispatch(p *wire.Packet) {
 		s.progress(p)
 	case p.Type == wire.TypeDescriptorPush:
 		s.dp.OnDescriptorPush(s, p)
+	case s.dp.OnChat != nil && (p.Type == wire.TypeChatMessage || p.Type == wire.TypeChatActivity):
+		s.dp.OnChat(s, p)
 	case p.Type == wire.TypeMessagePush || strings.HasPrefix(p.Type, "chat."):
 		if s.inbound.Add(1) == 1 {
 			s.dp.Log.Warn("connector pushed an inbound message; this gateway bridges tools only and refuses it", "type", p.Type)
@@ -321,6 +327,10 @@ func errorPacket(requestID, code, msg string) *wire.Packet {
 	return &wire.Packet{Type: wire.TypeError, RequestID: requestID, Error: &wire.PacketError{Code: code, Message: msg}}
 }
 
+// Reply queues a packet without blocking (dropped when the queue is full:
+// the connector owns redelivery of what it pushed).
+func (s *Session) Reply(p *wire.Packet) { s.reply(p) }
+
 // reply queues a packet from the read loop without blocking it.
 func (s *Session) reply(p *wire.Packet) {
 	select {
@@ -357,6 +367,19 @@ func (s *Session) write(p *wire.Packet) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.dp.Timeout)
 	defer cancel()
 	return s.conn.Write(ctx, websocket.MessageText, data)
+}
+
+// Push writes one packet the gateway initiates or answers (a
+// chat.message.ack) outside the request table.
+func (s *Session) Push(p *wire.Packet) error {
+	if !s.Alive() {
+		return ErrNotSent
+	}
+	if err := s.write(p); err != nil {
+		s.end("write failed")
+		return ErrSessionLost
+	}
+	return nil
 }
 
 // register adds a pending request unless the session has ended.

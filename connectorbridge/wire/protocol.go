@@ -710,3 +710,16 @@ func TruncateRunes(s string, max int) string {
 	r := []rune(s)
 	return string(r[:max])
 }
+
+// HasProfile reports whether the channel enabled profile p.
+func (d *Descriptor) HasProfile(p string) bool {
+	if d == nil {
+		return false
+	}
+	for _, q := range d.Connection.Profiles {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}

@@ -51,6 +51,10 @@ type Deps struct {
 	// #cancel, #input). nil means none: the endpoint then advertises no
 	// task feature at all.
 	TaskFeatures func(endpoint string) []string
+	// ChatFeatures returns the Human Messaging features an endpoint
+	// advertises right now (the messaging package's, only while its
+	// backend can converse); nil means none.
+	ChatFeatures func(endpoint string) []string
 	// ReplaySeconds is the advertised request_replay_seconds.
 	ReplaySeconds int
 	// ColdStart tells whether invoking can wake the endpoint's runtime;

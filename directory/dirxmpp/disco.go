@@ -152,6 +152,13 @@ func (s *service) endpointFeatures(ep string) []string {
 			}
 		}
 	}
+	if s.ChatFeatures != nil {
+		for _, f := range s.ChatFeatures(ep) {
+			if !slices.Contains(vars, f) {
+				vars = append(vars, f)
+			}
+		}
+	}
 	return append(vars, ns.VCard)
 }
 

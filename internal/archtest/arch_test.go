@@ -28,16 +28,18 @@ var tiers = map[string]int{
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1,
 	"accbridge/accdb": 1, "accbridge/accsqlite": 2, "accbridge": 4,
+	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
 	"federation/grantsqlite": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
-	"connectorbridge/wire": 2,
+	"connectorbridge/wire": 2, "connectorbridge/chatsqlite": 2,
 	// The task engine (it pins manifests from the directory), the
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,
 	// Wire adapters and backends.
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
 	"connectorbridge": 4,
+	"messaging":       4,
 	// The composition root, then the programs.
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,

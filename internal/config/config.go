@@ -27,7 +27,8 @@ type Config struct {
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
 	// ACC is the agent-control-center listener (accbridge); nil when absent.
-	ACC *ACC `toml:"acc"`
+	ACC       *ACC      `toml:"acc"`
+	Messaging Messaging `toml:"messaging"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -194,6 +195,18 @@ type Connector struct {
 	BaseURL    string `toml:"base_url"`
 	APIKeyEnv  string `toml:"api_key_env"`
 	APIKeyFile string `toml:"api_key_file"`
+	// Inbox is the bare JID that receives the IM network's messages (IM
+	// Profile v2) and whose replies go back; empty bridges tools only.
+	Inbox string `toml:"inbox"`
+	// UploadService is the XEP-0363 service JID for inbound files; empty
+	// discovers it on the server's domain.
+	UploadService string `toml:"upload_service"`
+	// DownloadOrigins are further origins (scheme://host[:port]) files
+	// that XMPP users share may be downloaded from, beside the upload
+	// service's own.
+	DownloadOrigins []string `toml:"download_origins"`
+	// MaxFileBytes caps one file each way. Default 10 MiB.
+	MaxFileBytes int64 `toml:"max_file_bytes"`
 }
 
 // Load reads and validates the file at path.
@@ -291,6 +304,7 @@ func (c *Config) applyDefaults() {
 	if c.ACC != nil {
 		c.ACC.applyDefaults()
 	}
+	c.Messaging.applyDefaults()
 }
 
 // Validate checks the whole config and reports every problem it finds.
@@ -422,15 +436,35 @@ func (c *Config) Validate() error {
 			if (a.Connector.APIKeyEnv == "") == (a.Connector.APIKeyFile == "") {
 				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
 			}
+			if in := a.Connector.Inbox; in != "" {
+				if j, err := jid.Parse(in); err != nil || j.Resourcepart() != "" {
+					add("%s: [agents.connector] inbox must be a bare JID", where)
+				}
+			}
+			if us := a.Connector.UploadService; us != "" {
+				if j, err := jid.Parse(us); err != nil || j.Resourcepart() != "" || j.Localpart() != "" {
+					add("%s: [agents.connector] upload_service must be a service JID (a domain)", where)
+				}
+			}
+			for _, o := range a.Connector.DownloadOrigins {
+				if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+					u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+					add("%s: [agents.connector] download_origins entries must be scheme://host[:port]", where)
+				}
+			}
+			if a.Connector.MaxFileBytes < 0 || a.Connector.MaxFileBytes > 1<<30 {
+				add("%s: [agents.connector] max_file_bytes must be between 0 (default 10 MiB) and 1 GiB", where)
+			}
 		}
 		if a.ACC != nil {
 			n++
 		}
 		if n != 1 {
-			add("%s: set exactly one of manifest, [agents.mcp], [agents.connector] or [agents.acc]", where)
+			add("%s: set exactly one of manifest, [agents.mcp] or [agents.connector] (or [agents.acc])", where)
 		}
 	}
 	c.validateACC(add)
+	errs = append(errs, c.Messaging.validate()...)
 	return errors.Join(errs...)
 }
 

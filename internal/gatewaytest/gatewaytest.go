@@ -69,6 +69,9 @@ type Options struct {
 	Clock  clock.Clock
 	// Admins are localparts of the server domain listed in admins.
 	Admins []string
+	// Backends replace or add backends by endpoint bare JID (a
+	// conversing test backend, say); their manifests come from Agents.
+	Backends map[string]tasks.Backend
 }
 
 // Env is a running environment.
@@ -187,6 +190,9 @@ func (e *Env) StartGateway() {
 	backends := map[string]tasks.Backend{}
 	for ep, x := range e.Agents {
 		backends[ep] = x
+	}
+	for ep, b := range e.opts.Backends {
+		backends[ep] = b
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	gw, err := gateway.New(ctx, cfg, log, &gateway.Options{Clock: e.opts.Clock, ExtraBackends: backends, Redactor: red})

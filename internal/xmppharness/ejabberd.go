@@ -21,6 +21,9 @@ type EjabberdOptions struct {
 	ComponentSecret string // random if empty
 	Interface       string // default 127.0.0.1
 	Dir             string // default a new temp dir
+	// Modules are extra entries of the modules section, each enabled with
+	// default options (for example "mod_privacy", "mod_blocking").
+	Modules []string
 }
 
 // LaunchEjabberd writes a private config dir and runs
@@ -112,6 +115,9 @@ modules:
   mod_roster: {}
   mod_admin_extra: {}
 `, o.Domain, pem, c2sPort, o.Interface, EjabberdSnippet, strings.TrimRight(snippet, "\n"))
+	for _, m := range o.Modules {
+		cfg += "  " + m + ": {}\n"
+	}
 	cfgPath := filepath.Join(dir, "ejabberd.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

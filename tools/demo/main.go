@@ -58,7 +58,7 @@ func run(ctx context.Context) error {
 	started := time.Now()
 
 	step("Starting a private Prosody (example.test, component agents.example.test)")
-	srv, err := xmppharness.LaunchProsody(ctx, xmppharness.ProsodyOptions{Dir: filepath.Join(dir, "prosody")})
+	srv, err := xmppharness.LaunchProsody(ctx, xmppharness.ProsodyOptions{Dir: filepath.Join(dir, "prosody"), HTTPUpload: true})
 	if err != nil {
 		return err
 	}
@@ -180,6 +180,11 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("always_fail succeeded")
 	}
 
+	if err := imConversation(ctx, srv, conn); err != nil {
+		dumpTail(logFile.Name())
+		return err
+	}
+
 	step("Done in %s; stopping agentgw, the connector and Prosody", time.Since(started).Round(100*time.Millisecond))
 	return nil
 }
@@ -219,7 +224,8 @@ jid = "im@agents.example.test"
 [agents.connector]
 base_url = %q
 api_key_env = "DEMO_CONNECTOR_KEY"
-`, srv.ComponentAddr, srv.Domain, metricsPort, entry, connectorURL)
+inbox = "%s@%s"
+`, srv.ComponentAddr, srv.Domain, metricsPort, entry, connectorURL, user, srv.Domain)
 	path := filepath.Join(dir, "agentgw.toml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

@@ -1,0 +1,430 @@
+package connectorbridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
+	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/internal/transfer"
+)
+
+// These tests wire the IM v2 side against the reference connector with a
+// recording Chat (the messaging package's side) and an in-process file
+// host standing in for the XEP-0363 service; the proof through Prosody is
+// in internal/gatewaytest.
+
+const inbox = "alice@example.test"
+
+// recChat records what the bridge asks the XMPP side to do.
+type recChat struct {
+	mu       sync.Mutex
+	sent     []backendkit.Message
+	acks     []backendkit.Ack
+	activity []backendkit.Activity
+	fail     bool
+}
+
+func (r *recChat) Send(_ context.Context, m backendkit.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("xmpp down")
+	}
+	r.sent = append(r.sent, m)
+	return nil
+}
+
+func (r *recChat) Ack(_ context.Context, a backendkit.Ack) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acks = append(r.acks, a)
+	return nil
+}
+
+func (r *recChat) Activity(_ context.Context, a backendkit.Activity) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.activity = append(r.activity, a)
+	return nil
+}
+
+func (r *recChat) messages() []backendkit.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]backendkit.Message(nil), r.sent...)
+}
+
+// fileHost is an HTTP file store that plays the XEP-0363 service.
+type fileHost struct {
+	srv   *httptest.Server
+	mu    sync.Mutex
+	files map[string][]byte
+	n     int
+	gets  int
+}
+
+func newFileHost(t *testing.T) *fileHost {
+	h := &fileHost{files: map[string][]byte{}}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		b, ok := h.files[r.URL.Path]
+		h.gets++
+		h.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(b)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *fileHost) Upload(_ context.Context, from, name, mt string, data []byte) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	p := fmt.Sprintf("/up/%d/%s", h.n, name)
+	h.files[p] = append([]byte(nil), data...)
+	return h.srv.URL + p, nil
+}
+
+func (h *fileHost) Origins() []string { return []string{h.srv.URL} }
+
+func (h *fileHost) put(path string, data []byte) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.files[path] = data
+	return h.srv.URL + path
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+type chatEnv struct {
+	*env
+	chats *chatsqlite.Store
+	host  *fileHost
+	chat  *recChat
+	db    string
+}
+
+func newChatEnv(t *testing.T, opts ...envOpt) *chatEnv {
+	opts = append([]envOpt{func(so *connectortest.Options, _ *Options) { so.RetryInterval = 100 * time.Millisecond }}, opts...)
+	e := &chatEnv{env: newEnv(t, opts...), host: newFileHost(t), chat: &recChat{}}
+	e.db = filepath.Join(e.dir, "chat.db")
+	e.openChats()
+	e.authForm()
+	return e
+}
+
+func (e *chatEnv) openChats() {
+	db, err := store.Open(context.Background(), e.db, chatsqlite.Migrations)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { db.Close() })
+	e.chats = chatsqlite.New(db)
+}
+
+func (e *chatEnv) startChat(attach bool, mod func(*Options)) *Backend {
+	b := e.start(func(o *Options) {
+		o.Inbox, o.Chats, o.Uploader = inbox, e.chats, e.host
+		o.ChatLimits.Retry = 50 * time.Millisecond
+		if mod != nil {
+			mod(o)
+		}
+	})
+	if attach {
+		b.AttachChat(e.chat)
+	}
+	waitUntil(e.t, 10*time.Second, func() bool { return b.CanConverse(e.endpoint) }, "CanConverse")
+	return b
+}
+
+func (e *chatEnv) waitSent(n int) []backendkit.Message {
+	e.t.Helper()
+	waitUntil(e.t, 10*time.Second, func() bool { return len(e.chat.messages()) >= n }, fmt.Sprintf("%d messages to the inbox", n))
+	return e.chat.messages()
+}
+
+func fetch(t *testing.T, u string) []byte {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}
+
+func TestChatInboundReachesInboxWithFile(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	data := []byte("\x89PNG fake image bytes " + strings.Repeat("x", 5000))
+	id := e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", SenderName: "Bob", Text: "hello <b>there</b> & \x01bye",
+		Files: []connectortest.IMFile{{Name: "../../etc/pic.png", MimeType: "image/png", Data: data}}})
+	msgs := e.waitSent(1)
+	m := msgs[0]
+	ch := b.Client().ChannelID()
+	if m.Endpoint != e.endpoint || m.Resource != ch || m.To != inbox || m.Thread != "conv_bob" || m.Nick != "Bob" {
+		t.Fatalf("message addressing = %+v (channel %s)", m, ch)
+	}
+	// Markup stays text; the XML-illegal control character is replaced.
+	if m.Body != "hello <b>there</b> & \uFFFDbye" {
+		t.Fatalf("body = %q", m.Body)
+	}
+	if m.ID != "im_"+id {
+		t.Fatalf("id = %q, want im_%s", m.ID, id)
+	}
+	if len(m.Files) != 1 || m.Files[0].Name != "pic.png" || m.Files[0].MediaType != "image/png" {
+		t.Fatalf("files = %+v", m.Files)
+	}
+	if got := fetch(t, m.Files[0].URL); sum(got) != sum(data) || m.Files[0].SHA256 != sum(data) {
+		t.Fatal("the offered file differs from the IM file")
+	}
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Unacknowledged()) == 0 }, "the connector to see the ack")
+	acks := e.srv.InboundAcks()
+	if len(acks) == 0 || acks[0].MessageID != id || acks[0].Code != "" {
+		t.Fatalf("acks = %+v", acks)
+	}
+	// Redelivery of the same id (the connector lost our ack) is acked
+	// again and not delivered twice.
+	e.srv.InjectMessage(connectortest.IMMessage{MessageID: id, Conversation: "conv_bob", Text: "hello again"})
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.InboundAcks()) >= 2 }, "the second ack")
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "second"})
+	msgs = e.waitSent(2)
+	time.Sleep(300 * time.Millisecond) // let a wrong duplicate show up
+	if msgs = e.chat.messages(); len(msgs) != 2 || msgs[1].Body != "second" {
+		t.Fatalf("inbox got %d messages, last %q; want 2 (no duplicate)", len(msgs), msgs[len(msgs)-1].Body)
+	}
+}
+
+func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "ping"})
+	in := e.waitSent(1)[0]
+	data := []byte(strings.Repeat("report line\n", 2000))
+	u := e.host.put("/shared/report.txt", data)
+	turn := backendkit.Turn{Endpoint: e.endpoint, Resource: in.Resource, From: inbox + "/phone", ID: "origin-1",
+		Thread: "conv_bob", Body: "pong", ReplyTo: in.ID, ReceiptRequested: true,
+		Files: []backendkit.File{{URL: u, Name: "report.txt", MediaType: "text/plain"}}}
+	if err := b.Converse(context.Background(), turn); err != nil {
+		t.Fatal(err)
+	}
+	// The same turn again (an XMPP resend) is not sent twice.
+	if err := b.Converse(context.Background(), turn); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the reply on the IM side")
+	out := e.srv.Outbound()[0]
+	if out.Text != "pong" || out.Conversation != "conv_bob" || out.ChannelID != in.Resource || out.ReplyTo != strings.TrimPrefix(in.ID, "im_") {
+		t.Fatalf("outbound = %+v", out)
+	}
+	if len(out.Files) != 1 || out.Files[0].SHA256 != sum(data) || out.Files[0].Filename != "report.txt" {
+		t.Fatalf("outbound files = %+v", out.Files)
+	}
+	waitUntil(t, 5*time.Second, func() bool {
+		e.chat.mu.Lock()
+		defer e.chat.mu.Unlock()
+		return len(e.chat.acks) == 1
+	}, "the receipt")
+	e.chat.mu.Lock()
+	a := e.chat.acks[0]
+	e.chat.mu.Unlock()
+	if a.To != inbox+"/phone" || a.ID != "origin-1" || a.Resource != in.Resource {
+		t.Fatalf("receipt = %+v", a)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for id, n := range e.srv.OutboundReceipts() {
+		if n != 1 {
+			t.Fatalf("message %s reached the connector %d times", id, n)
+		}
+	}
+	// Activity from the IM side becomes a chat state to the inbox.
+	e.srv.SendActivity("conv_bob", "typing")
+	waitUntil(t, 5*time.Second, func() bool {
+		e.chat.mu.Lock()
+		defer e.chat.mu.Unlock()
+		return len(e.chat.activity) == 1 && e.chat.activity[0].State == backendkit.ChatComposing && e.chat.activity[0].To == inbox
+	}, "composing")
+}
+
+func TestChatRefusesOthersAndOversize(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	ch := b.Client().ChannelID()
+	ctx := context.Background()
+	if err := b.Converse(ctx, backendkit.Turn{From: "mallory@example.test/x", Resource: ch, Body: "hi", ID: "1"}); !errors.Is(err, errNotInbox) {
+		t.Fatalf("a stranger's turn: %v", err)
+	}
+	if err := b.Converse(ctx, backendkit.Turn{From: inbox, Resource: "cch_nope", Body: "hi", ID: "2"}); !errors.Is(err, errNoChannel) {
+		t.Fatalf("an unknown resource: %v", err)
+	}
+	if err := b.Converse(ctx, backendkit.Turn{From: inbox, Resource: ch, Body: strings.Repeat("a", 64<<10+1), ID: "3"}); !errors.Is(err, backendkit.ErrChatTooLarge) {
+		t.Fatalf("an oversize body: %v", err)
+	}
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: strings.Repeat("b", 64<<10+1)})
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.InboundAcks()) > 0 }, "the refusal")
+	if a := e.srv.InboundAcks()[0]; a.MessageID != id || a.Code != "chat_message_rejected" {
+		t.Fatalf("oversize ack = %+v", a)
+	}
+	if len(e.srv.Unacknowledged()) != 0 {
+		t.Fatal("a refused message is still pending at the connector")
+	}
+	if n := len(e.chat.messages()); n != 0 {
+		t.Fatalf("%d messages reached the inbox", n)
+	}
+}
+
+func TestChatHostileFiles(t *testing.T) {
+	e := newChatEnv(t)
+	other := newFileHost(t)
+	offHost := other.put("/evil.bin", []byte("not for you"))
+	// A redirect from the connector's own origin to another host.
+	redir := httptest.NewServer(http.RedirectHandler(offHost, http.StatusFound))
+	t.Cleanup(redir.Close)
+	e.startChat(true, func(o *Options) { o.ChatLimits.MaxFileBytes = 1000 })
+	e.srv.InjectMessage(connectortest.IMMessage{Text: "files", Files: []connectortest.IMFile{
+		{Name: "a.bin", DownloadURL: offHost},
+		{Name: "r.bin", RedirectTo: offHost},
+		{Name: "big.bin", Data: make([]byte, 1001)},
+		{Name: "ok.bin", Data: []byte("fine")},
+	}})
+	m := e.waitSent(1)[0]
+	if len(m.Files) != 1 || m.Files[0].Name != "ok.bin" {
+		t.Fatalf("files = %+v", m.Files)
+	}
+	for _, want := range []string{`[file "a.bin" was not transferred: its address is not on an allowed host]`,
+		`[file "big.bin" was not transferred: it is too large]`,
+		`[file "r.bin" was not transferred: it redirected elsewhere]`} {
+		if !strings.Contains(m.Body, want) {
+			t.Fatalf("body %q lacks %q", m.Body, want)
+		}
+	}
+	if strings.Contains(m.Body, other.srv.URL) {
+		t.Fatal("the body reflects the hostile URL")
+	}
+	other.mu.Lock()
+	gets := other.gets
+	other.mu.Unlock()
+	if gets != 0 {
+		t.Fatalf("the other host was fetched from %d times", gets)
+	}
+	// An XMPP user's file on an origin that is not allowed is not fetched.
+	ch := e.b.Client().ChannelID()
+	if err := e.b.Converse(context.Background(), backendkit.Turn{From: inbox, Resource: ch, ID: "f1", Body: "see",
+		Files: []backendkit.File{{URL: offHost, Name: "x.bin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the reply")
+	if out := e.srv.Outbound()[0]; len(out.Files) != 0 || !strings.Contains(out.Text, "not on an allowed host") {
+		t.Fatalf("outbound = %+v", out)
+	}
+	// A same-origin redirect chain that leaves the origin is refused.
+	fe := transfer.Fetcher{Allow: []string{redir.URL}}
+	if _, err := fe.Fetch(context.Background(), redir.URL+"/x"); !errors.Is(err, transfer.ErrRedirect) {
+		t.Fatalf("redirect off the origin: %v", err)
+	}
+}
+
+func TestChatFloodIsBounded(t *testing.T) {
+	e := newChatEnv(t)
+	e.startChat(true, func(o *Options) { o.ChatLimits.Burst, o.ChatLimits.PerMinute = 5, 1 })
+	for i := 0; i < 20; i++ {
+		e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_flood", MessageID: fmt.Sprintf("flood_%d", i), Text: "spam"})
+	}
+	e.waitSent(5)
+	waitUntil(t, 5*time.Second, func() bool {
+		n := 0
+		for _, a := range e.srv.InboundAcks() {
+			if a.Code == "chat_rate_limited" {
+				n++
+			}
+		}
+		return n >= 15
+	}, "rate-limited acks")
+	time.Sleep(200 * time.Millisecond)
+	if n := len(e.chat.messages()); n != 5 {
+		t.Fatalf("inbox got %d messages, want the burst of 5", n)
+	}
+	// Refusals are logged a bounded number of times.
+	if n := strings.Count(e.logs.String(), "inbound chat message refused"); n > 5 {
+		t.Fatalf("refusal logged %d times", n)
+	}
+	// Another conversation is not starved.
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_calm", Text: "hi"})
+	e.waitSent(6)
+}
+
+func TestChatSurvivesGatewayRestart(t *testing.T) {
+	e := newChatEnv(t)
+	// First gateway: no XMPP side attached, so the message is accepted
+	// (durable, acked) but not delivered.
+	b1, err := New(e.backendOptions(func(o *Options) {
+		o.Inbox, o.Chats, o.Uploader = inbox, e.chats, e.host
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan struct{})
+	go func() { b1.Start(ctx1); close(done1) }()
+	waitUntil(t, 10*time.Second, func() bool { return b1.CanConverse(e.endpoint) }, "first gateway")
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "while you were out"})
+	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Unacknowledged()) == 0 }, "the ack")
+	n, _ := e.chats.Backlog(context.Background(), e.endpoint, "in", "")
+	if n != 1 {
+		t.Fatalf("backlog = %d, want 1", n)
+	}
+	cancel1()
+	<-done1
+	// The connector restarts too and redelivers nothing (it had the ack).
+	if err := e.srv.Restart(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The second gateway on the same store delivers it once.
+	e.openChats()
+	e.startChat(true, nil)
+	msgs := e.waitSent(1)
+	time.Sleep(300 * time.Millisecond)
+	if msgs = e.chat.messages(); len(msgs) != 1 || msgs[0].ID != "im_"+id {
+		t.Fatalf("after restart the inbox got %+v", msgs)
+	}
+}
+
+func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	ch := b.Client().ChannelID()
+	e.srv.Close() // the connector goes away
+	waitUntil(t, 5*time.Second, func() bool { s, _, _, _ := b.c.live(); return s == nil }, "the data plane to drop")
+	if err := b.Converse(context.Background(), backendkit.Turn{From: inbox, Resource: ch, ID: "while-down", Body: "queued"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the queued reply after the restart")
+	if out := e.srv.Outbound()[0]; out.Text != "queued" {
+		t.Fatalf("outbound = %+v", out)
+	}
+}

@@ -1,0 +1,230 @@
+// Package chatdbtest is the conformance suite of chatdb.Driver: every chat
+// queue driver (connectorbridge/chatsqlite now, a PostgreSQL driver later)
+// runs Exercise from its tests and must pass it unchanged.
+package chatdbtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/connectorbridge/chatdb"
+)
+
+// Open returns two drivers on one fresh, empty, migrated store, as a
+// gateway and its restarted successor would hold them.
+type Open func(t *testing.T) (first, second chatdb.Driver)
+
+const (
+	ep  = "im@agents.example.test"
+	ep2 = "im2@agents.example.test"
+)
+
+var ctx = context.Background()
+
+// Exercise runs every check of the suite against drivers from open.
+func Exercise(t *testing.T, open Open) {
+	t.Run("EnqueueOnce", func(t *testing.T) { testEnqueueOnce(t, open) })
+	t.Run("PendingOrderAndKeys", func(t *testing.T) { testPending(t, open) })
+	t.Run("FinishIsTerminal", func(t *testing.T) { testFinish(t, open) })
+	t.Run("Backlog", func(t *testing.T) { testBacklog(t, open) })
+	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
+	t.Run("Refusals", func(t *testing.T) { testRefusals(t, open) })
+}
+
+func item(dir chatdb.Direction, id, conv string) chatdb.Item {
+	now := time.Now()
+	return chatdb.Item{Endpoint: ep, Direction: dir, MessageID: id, ChannelID: "cch_1", Conversation: conv,
+		Payload: []byte(`{"id":"` + id + `"}`), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+}
+
+func enqueue(t *testing.T, d chatdb.Driver, it chatdb.Item) (bool, chatdb.State) {
+	t.Helper()
+	ins, st, err := d.Enqueue(ctx, it)
+	if err != nil {
+		t.Fatalf("Enqueue(%s): %v", it.MessageID, err)
+	}
+	return ins, st
+}
+
+func ids(t *testing.T, d chatdb.Driver, endpoint string, dir chatdb.Direction) []string {
+	t.Helper()
+	items, err := d.Pending(ctx, endpoint, dir, 100)
+	if err != nil {
+		t.Fatalf("Pending: %v", err)
+	}
+	var out []string
+	for _, it := range items {
+		out = append(out, it.MessageID)
+	}
+	return out
+}
+
+func testEnqueueOnce(t *testing.T, open Open) {
+	a, b := open(t)
+	it := item(chatdb.Inbound, "m1", "c1")
+	if ins, st := enqueue(t, a, it); !ins || st != chatdb.Pending {
+		t.Fatalf("first Enqueue = %v %s, want true pending", ins, st)
+	}
+	// The same id from the other handle (a restarted gateway) is a no-op.
+	it2 := it
+	it2.Payload = []byte(`{"other":true}`)
+	if ins, st := enqueue(t, b, it2); ins || st != chatdb.Pending {
+		t.Fatalf("second Enqueue = %v %s, want false pending", ins, st)
+	}
+	got, err := b.Pending(ctx, ep, chatdb.Inbound, 10)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Pending = %v, %v; want one item", got, err)
+	}
+	g := got[0]
+	if string(g.Payload) != string(it.Payload) || g.ChannelID != "cch_1" || g.Conversation != "c1" ||
+		g.ExpiresAt.UnixMilli() != it.ExpiresAt.UnixMilli() || g.CreatedAt.UnixMilli() != it.CreatedAt.UnixMilli() ||
+		g.State != chatdb.Pending || g.Attempts != 0 {
+		t.Fatalf("Pending item = %+v, want the first enqueue's fields", g)
+	}
+	if st, found, err := b.Lookup(ctx, ep, chatdb.Inbound, "m1"); err != nil || !found || st != chatdb.Pending {
+		t.Fatalf("Lookup = %s %v %v", st, found, err)
+	}
+	if _, found, err := b.Lookup(ctx, ep, chatdb.Outbound, "m1"); err != nil || found {
+		t.Fatalf("Lookup(other direction) = %v %v", found, err)
+	}
+	if err := a.Finish(ctx, ep, chatdb.Inbound, "m1", chatdb.Delivered); err != nil {
+		t.Fatal(err)
+	}
+	if st, found, _ := b.Lookup(ctx, ep, chatdb.Inbound, "m1"); !found || st != chatdb.Delivered {
+		t.Fatalf("Lookup after Finish = %s %v", st, found)
+	}
+	// A redelivery after delivery is recognised and stays delivered.
+	if ins, st := enqueue(t, b, it); ins || st != chatdb.Delivered {
+		t.Fatalf("Enqueue after delivery = %v %s, want false delivered", ins, st)
+	}
+	if got := ids(t, a, ep, chatdb.Inbound); len(got) != 0 {
+		t.Fatalf("Pending after delivery = %v", got)
+	}
+}
+
+func testPending(t *testing.T, open Open) {
+	a, b := open(t)
+	for i := 0; i < 5; i++ {
+		enqueue(t, a, item(chatdb.Inbound, fmt.Sprintf("m%d", i), "c"))
+	}
+	enqueue(t, a, item(chatdb.Outbound, "m1", "c")) // same id, other direction: another row
+	other := item(chatdb.Inbound, "m1", "c")
+	other.Endpoint = ep2
+	enqueue(t, a, other)
+	if got := fmt.Sprint(ids(t, b, ep, chatdb.Inbound)); got != "[m0 m1 m2 m3 m4]" {
+		t.Fatalf("inbound order = %s", got)
+	}
+	if got := fmt.Sprint(ids(t, b, ep, chatdb.Outbound)); got != "[m1]" {
+		t.Fatalf("outbound = %s", got)
+	}
+	if got := fmt.Sprint(ids(t, b, ep2, chatdb.Inbound)); got != "[m1]" {
+		t.Fatalf("other endpoint = %s", got)
+	}
+	lim, err := b.Pending(ctx, ep, chatdb.Inbound, 2)
+	if err != nil || len(lim) != 2 || lim[0].MessageID != "m0" {
+		t.Fatalf("Pending limit 2 = %v, %v", lim, err)
+	}
+	if err := a.Attempt(ctx, ep, chatdb.Inbound, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Attempt(ctx, ep, chatdb.Inbound, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := b.Pending(ctx, ep, chatdb.Inbound, 10)
+	if all[2].MessageID != "m2" || all[2].Attempts != 2 {
+		t.Fatalf("attempts = %+v", all[2])
+	}
+}
+
+func testFinish(t *testing.T, open Open) {
+	a, b := open(t)
+	for _, id := range []string{"d", "e", "f"} {
+		enqueue(t, a, item(chatdb.Outbound, id, ""))
+	}
+	for id, st := range map[string]chatdb.State{"d": chatdb.Delivered, "e": chatdb.Expired, "f": chatdb.Failed} {
+		if err := a.Finish(ctx, ep, chatdb.Outbound, id, st); err != nil {
+			t.Fatalf("Finish(%s, %s): %v", id, st, err)
+		}
+		if err := b.Finish(ctx, ep, chatdb.Outbound, id, chatdb.Delivered); !errors.Is(err, chatdb.ErrNotPending) {
+			t.Fatalf("second Finish(%s) = %v, want ErrNotPending", id, err)
+		}
+		if _, got := enqueue(t, b, item(chatdb.Outbound, id, "")); got != st {
+			t.Fatalf("state of %s = %s, want %s", id, got, st)
+		}
+	}
+	if err := a.Finish(ctx, ep, chatdb.Outbound, "absent", chatdb.Delivered); !errors.Is(err, chatdb.ErrNotPending) {
+		t.Fatalf("Finish(absent) = %v", err)
+	}
+	if err := a.Attempt(ctx, ep, chatdb.Outbound, "d"); !errors.Is(err, chatdb.ErrNotPending) {
+		t.Fatalf("Attempt(delivered) = %v", err)
+	}
+	enqueue(t, a, item(chatdb.Outbound, "g", ""))
+	if err := a.Finish(ctx, ep, chatdb.Outbound, "g", chatdb.Pending); err == nil {
+		t.Fatal("Finish to pending accepted")
+	}
+}
+
+func testBacklog(t *testing.T, open Open) {
+	a, b := open(t)
+	enqueue(t, a, item(chatdb.Inbound, "1", "x"))
+	enqueue(t, a, item(chatdb.Inbound, "2", "x"))
+	enqueue(t, a, item(chatdb.Inbound, "3", "y"))
+	enqueue(t, a, item(chatdb.Outbound, "4", "x"))
+	check := func(conv string, want int) {
+		t.Helper()
+		n, err := b.Backlog(ctx, ep, chatdb.Inbound, conv)
+		if err != nil || n != want {
+			t.Fatalf("Backlog(%q) = %d, %v; want %d", conv, n, err, want)
+		}
+	}
+	check("", 3)
+	check("x", 2)
+	check("y", 1)
+	check("z", 0)
+	a.Finish(ctx, ep, chatdb.Inbound, "1", chatdb.Delivered)
+	check("x", 1)
+	check("", 2)
+}
+
+func testPurge(t *testing.T, open Open) {
+	a, b := open(t)
+	old := item(chatdb.Inbound, "old", "")
+	old.CreatedAt = time.Now().Add(-48 * time.Hour)
+	enqueue(t, a, old)
+	oldPending := item(chatdb.Inbound, "oldpending", "")
+	oldPending.CreatedAt = old.CreatedAt
+	enqueue(t, a, oldPending)
+	enqueue(t, a, item(chatdb.Inbound, "new", ""))
+	a.Finish(ctx, ep, chatdb.Inbound, "old", chatdb.Delivered)
+	a.Finish(ctx, ep, chatdb.Inbound, "new", chatdb.Delivered)
+	n, err := b.Purge(ctx, time.Now().Add(-24*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("Purge = %d, %v; want 1", n, err)
+	}
+	// The purged id is new again; the recent one is still recognised.
+	if ins, _ := enqueue(t, a, old); !ins {
+		t.Fatal("a purged id was not enqueued again")
+	}
+	if ins, _ := enqueue(t, a, item(chatdb.Inbound, "new", "")); ins {
+		t.Fatal("a recent terminal id was enqueued again")
+	}
+	if got := fmt.Sprint(ids(t, b, ep, chatdb.Inbound)); got != "[oldpending old]" {
+		t.Fatalf("pending after purge = %s", got)
+	}
+}
+
+func testRefusals(t *testing.T, open Open) {
+	a, _ := open(t)
+	big := item(chatdb.Inbound, "big", "")
+	big.Payload = make([]byte, chatdb.MaxPayload+1)
+	if _, _, err := a.Enqueue(ctx, big); err == nil {
+		t.Fatal("oversize payload accepted")
+	}
+	bad := item("sideways", "x", "")
+	if _, _, err := a.Enqueue(ctx, bad); err == nil {
+		t.Fatal("unknown direction accepted")
+	}
+}

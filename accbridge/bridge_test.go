@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/accbridge/acctest"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -304,5 +306,55 @@ func TestReplacementAndRevocation(t *testing.T) {
 	})
 	if _, err := acctest.Dial(context.Background(), acctest.Options{Dir: dir, Agents: defaultAgents}); err == nil {
 		t.Fatal("a revoked connector connected again")
+	}
+}
+
+// chatRec is a recording backendkit.Chat.
+type chatRec struct {
+	mu   sync.Mutex
+	sent []backendkit.Message
+}
+
+func (c *chatRec) Send(ctx context.Context, m backendkit.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent = append(c.sent, m)
+	return nil
+}
+func (c *chatRec) Ack(context.Context, backendkit.Ack) error           { return nil }
+func (c *chatRec) Activity(context.Context, backendkit.Activity) error { return nil }
+func (c *chatRec) bodies() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
+func TestConverseRunsTheMessageOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	chat := &chatRec{}
+	e.agent.AttachChat(chat)
+	if e.agent.CanConverse(testEndpoint) {
+		t.Fatal("chat offered before the connector declared the agent")
+	}
+	clog := &syncBuf{}
+	e.connect(e.enroll("farm"), clog)
+	e.ready()
+	turn := backendkit.Turn{Endpoint: testEndpoint, From: "alice@example.test/phone", ID: "m1", Body: "echo hi there"}
+	for i := 0; i < 2; i++ {
+		if err := e.agent.Converse(context.Background(), turn); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the reply", func() bool { return len(chat.bodies()) >= 1 })
+	}
+	time.Sleep(200 * time.Millisecond)
+	if b := chat.bodies(); len(b) != 1 || b[0] != "hi there" {
+		t.Fatalf("replies %q, want one \"hi there\"", b)
+	}
+	if n := clog.count("create_run", ""); n != 1 {
+		t.Fatalf("create_run %d times for one turn", n)
 	}
 }

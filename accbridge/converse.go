@@ -50,6 +50,12 @@ func (a *Agent) Converse(ctx context.Context, turn backendkit.Turn) error {
 		return backendkit.ErrChatTooLarge
 	}
 	key := "chat:" + bareOf(turn.From) + ":" + turn.ID
+	// A turn seen before (a resend, a duplicate) started its run already.
+	if _, seen, err := a.s.o.Store.RunByTask(ctx, key); err != nil {
+		return backendkit.ErrChatUnavailable
+	} else if seen {
+		return nil
+	}
 	a.mu.Lock()
 	if a.chats[key] {
 		a.mu.Unlock()

@@ -257,6 +257,10 @@ func TestACCThroughProsody(t *testing.T) {
 	requireChecks(t, checks, "acc-manifest", "acc-run-progress-completed", "acc-undeclared-tool", "acc-approve", "acc-deny",
 		"acc-approval-expiry", "acc-cancel-confirmed", "acc-cancel-ignored", "acc-deadline", "acc-error-codes", "acc-retries")
 
+	// Chat (Human Messaging): the message is the goal, the completion the reply.
+	checks = runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "chat")
+	requireChecks(t, checks, "acc-chat")
+
 	c := e.Dial("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

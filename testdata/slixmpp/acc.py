@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import json
 import time
+import xml.etree.ElementTree as ET
 
 from agentcheck import *  # noqa: F401,F403
 from tasks import Tasks, cancel_el, provide_input_el, invoke_el, new_id
@@ -197,7 +198,37 @@ async def presence(x):
         emit("acc-presence", want=want, status=status, seen=seen)
 
 
+async def chat(x):
+    """A chat message starts a run whose goal is the message; the
+    completion comes back as the reply."""
+    from slixmpp.xmlstream.handler import Callback
+    from slixmpp.xmlstream.matcher import MatchXPath
+    with check("acc-chat"):
+        inbox = []
+        x.register_handler(Callback("acc chat", MatchXPath("{%s}message" % CLIENT), lambda m: inbox.append(m.xml)))
+        mid = "c-" + new_id("m")
+        m = ET.Element(q(CLIENT, "message"), {"to": x.args.endpoint, "type": "chat", "id": mid})
+        b = ET.SubElement(m, q(CLIENT, "body"))
+        b.text = "echo hello chat"
+        x.send_raw(ET.tostring(m, encoding="unicode"))
+        deadline = time.monotonic() + 30
+        reply = None
+        while time.monotonic() < deadline and reply is None:
+            for r in inbox:
+                body = r.find(q(CLIENT, "body"))
+                if r.get("from", "").split("/")[0] == x.args.endpoint and body is not None and r.get("type") != "error":
+                    reply = r
+            await asyncio.sleep(0.05)
+        expect(reply is not None, "no chat reply; got %r", [ET.tostring(r, encoding="unicode")[:200] for r in inbox])
+        text = reply.find(q(CLIENT, "body")).text
+        expect(text == "hello chat", "reply %r, want the completion's summary", text)
+        emit("acc-chat", reply=text)
+
+
 async def scenario(x):
+    if x.args.mode == "chat":
+        await chat(x)
+        return
     if x.args.mode == "presence":
         await presence(x)
         return

@@ -223,7 +223,7 @@ func TestProtocolHostility(t *testing.T) {
 func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
-	e.connect(e.enroll("farm"), clog)
+	owner, _ := e.connect(e.enroll("farm"), clog)
 	e.ready()
 	mlog := &syncBuf{}
 	mallory, _ := e.connect(e.enroll("mallory"), mlog)
@@ -257,9 +257,20 @@ func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 	close(r.CancelReq)
 	r.Wait(t, 5*time.Second)
 
-	// Events for the finished run are refused too.
-	time.Sleep(50 * time.Millisecond)
-	mallory.Send(map[string]any{"type": "run_event", "run_id": run.RunID, "event": "progress"})
+	// Events for the finished run are refused, even from its connector.
+	waitFor(t, 2*time.Second, "run done", func() bool {
+		x, _, _ := e.store.RunByTask(context.Background(), c.TaskID)
+		return x.State == accdb.RunDone
+	})
+	owner.Send(map[string]any{"type": "run_event", "run_id": run.RunID, "event": "completion", "payload": map[string]any{}})
+	waitFor(t, 2*time.Second, "4004 for the finished run", func() bool {
+		for _, m := range clog.got() {
+			if m["got"] == "error" && m["code"] == float64(4004) && m["run_id"] == run.RunID {
+				return true
+			}
+		}
+		return false
+	})
 
 	// A flood of 5000 events completes, coalesced.
 	r2 := taskstest.NewRun()

@@ -206,12 +206,12 @@ func (b *Backend) Converse(ctx context.Context, t backendkit.Turn) error {
 	if err := cs.roomFor(ctx, chatdb.Outbound, conv); err != nil {
 		return err
 	}
-	id := wireID("x_", t.From+"\x00"+t.ID)
+	id := wireID("x_", bareJID(t.From)+"\x00"+t.ID) // a resend from another of the inbox's resources is the same turn
 	if t.ID == "" {
 		id = ids.New("x_")
 	}
 	rec := outRecord{From: t.From, TurnID: t.ID, Text: t.Body, Files: t.Files, ReplyTo: t.ReplyTo, Receipt: t.ReceiptRequested}
-	payload, _ := json.Marshal(rec)
+	payload, _ := marshalNoEscape(rec)
 	if len(payload) > chatdb.MaxPayload {
 		return backendkit.ErrChatTooLarge
 	}
@@ -493,7 +493,13 @@ func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *
 		refuse(wire.CodeChatBusy, "too many undelivered messages; retry later")
 		return
 	}
-	payload, _ := json.Marshal(m)
+	// Unescaped, so 64 KiB of "<" stays 64 KiB (HTML escaping would make
+	// it six times that, past the row limit).
+	payload, _ := marshalNoEscape(m)
+	if len(payload) > chatdb.MaxPayload {
+		refuse(wire.CodeChatRejected, "message too large")
+		return
+	}
 	ins, st, err := cs.db.Enqueue(ctx, chatdb.Item{Endpoint: b.o.Endpoint, Direction: chatdb.Inbound, MessageID: m.MessageID,
 		ChannelID: chID, Conversation: m.ConversationID, Payload: payload, CreatedAt: now, ExpiresAt: exp})
 	if err != nil {
@@ -575,8 +581,11 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		msg := backendkit.Message{Endpoint: b.o.Endpoint, Resource: it.ChannelID, To: cs.inbox,
 			ID: "im_" + it.MessageID, Thread: m.ConversationID, Body: m.Text, Store: true,
 			Nick: m.Sender.DisplayName}
-		if m.ReplyTo != "" {
-			msg.ReplyTo = m.ReplyTo
+		// A reply to an earlier IM message points at the XMPP id it was
+		// delivered under; a reply to one of the inbox's messages (our
+		// outbound ids) has no XMPP id we kept, so it is dropped.
+		if m.ReplyTo != "" && !strings.HasPrefix(m.ReplyTo, "x_") {
+			msg.ReplyTo = "im_" + m.ReplyTo
 		}
 		var notes []string
 		for _, f := range m.Files {
@@ -587,7 +596,7 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 					b.log.Info("fetching or offering an inbound file failed; will retry", "message_id", it.MessageID, "error", err)
 					return true
 				}
-				b.log.Warn("an inbound file was not transferred", "message_id", it.MessageID, "error", err)
+				cs.logRefusal("an inbound file was not transferred", "message_id", it.MessageID, "error", err)
 				notes = append(notes, fmt.Sprintf("[file %q was not transferred: %s]", f.Filename, fileReason(err)))
 				continue
 			}
@@ -758,7 +767,7 @@ func (cs *chatSide) deliverOutbound(ctx context.Context) bool {
 					b.log.Info("sending a shared file to the connector failed; will retry", "message_id", it.MessageID, "error", err)
 					return true
 				}
-				b.log.Warn("a shared file was not sent to the connector", "message_id", it.MessageID, "error", err)
+				cs.logRefusal("a shared file was not sent to the connector", "message_id", it.MessageID, "error", err)
 				notes = append(notes, fmt.Sprintf("[file %q was not sent: %s]", wire.SafeFilename(f.Name), fileReason(err)))
 				continue
 			}

@@ -209,11 +209,14 @@ func TestChatInboundReachesInboxWithFile(t *testing.T) {
 	// again and not delivered twice.
 	e.srv.InjectMessage(connectortest.IMMessage{MessageID: id, Conversation: "conv_bob", Text: "hello again"})
 	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.InboundAcks()) >= 2 }, "the second ack")
-	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "second"})
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "second", ReplyTo: id})
 	msgs = e.waitSent(2)
 	time.Sleep(300 * time.Millisecond) // let a wrong duplicate show up
 	if msgs = e.chat.messages(); len(msgs) != 2 || msgs[1].Body != "second" {
 		t.Fatalf("inbox got %d messages, last %q; want 2 (no duplicate)", len(msgs), msgs[len(msgs)-1].Body)
+	}
+	if msgs[1].ReplyTo != "im_"+id {
+		t.Fatalf("reply to %q, want the XMPP id of the first message", msgs[1].ReplyTo)
 	}
 }
 
@@ -426,5 +429,17 @@ func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
 	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the queued reply after the restart")
 	if out := e.srv.Outbound()[0]; out.Text != "queued" {
 		t.Fatalf("outbound = %+v", out)
+	}
+}
+
+// A maximal message of characters JSON would escape still fits the queue.
+func TestChatMaximalEscapableText(t *testing.T) {
+	e := newChatEnv(t)
+	e.startChat(true, nil)
+	text := strings.Repeat("<&>", (64<<10)/3)
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: text})
+	m := e.waitSent(1)[0]
+	if m.Body != text || m.ID != "im_"+id {
+		t.Fatalf("body of %d bytes, id %s", len(m.Body), m.ID)
 	}
 }

@@ -322,6 +322,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("task engine: %w", err)
 	}
 	g.Component.OnConnect(func(ctx context.Context) { g.Presence.Rebroadcast(ctx) })
+	g.Component.OnConnect(g.checkBlocking)
 	err := g.Component.Run(ctx)
 	cancel()
 	wg.Wait()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"sort"
 
 	"github.com/agentgw/agentgw/backendkit"
@@ -46,5 +47,20 @@ func (g *Gateway) buildMessaging() {
 	for a, eps := range served {
 		sort.Strings(eps)
 		a.AttachChat(g.Messaging.ChatFor(eps...))
+	}
+}
+
+// checkBlocking warns, after each connect, about local servers that do
+// not implement XEP-0191, when some backend converses (only then does an
+// agent originate chat messages).
+func (g *Gateway) checkBlocking(ctx context.Context) {
+	conversing := false
+	for _, b := range g.backends {
+		if _, ok := b.(backendkit.Conversant); ok {
+			conversing = true
+		}
+	}
+	if conversing && len(g.cfg.XMPP.LocalDomains) > 0 {
+		g.Messaging.CheckBlocking(ctx, g.cfg.XMPP.LocalDomains)
 	}
 }

@@ -498,3 +498,32 @@ func TestOutboundRate(t *testing.T) {
 		t.Fatalf("beyond the outbound burst: %v", err)
 	}
 }
+
+// iqSender answers disco#info for two servers.
+type iqSender struct{ recSender }
+
+func (s *iqSender) SendIQ(_ context.Context, iq *xmltree.Element) (*xmltree.Element, error) {
+	q := xmltree.New(ns.DiscoInfo, "query")
+	switch iq.AttrValue("to") {
+	case "blocks.test":
+		q.Add(xmltree.New(ns.DiscoInfo, "feature", "var", "urn:xmpp:blocking"))
+	case "plain.test":
+		q.Add(xmltree.New(ns.DiscoInfo, "feature", "var", ns.DiscoInfo))
+	default:
+		return nil, errors.New("remote-server-not-found")
+	}
+	return xmltree.New(component.NSComponent, "iq", "type", "result").Add(q), nil
+}
+
+func TestCheckBlocking(t *testing.T) {
+	var log bytes.Buffer
+	s := New(Options{Domain: jid.MustParse(domain), Sender: &iqSender{}, Resolver: resolver{},
+		Backend: func(string) (any, bool) { return nil, false }, Log: slog.New(slog.NewTextHandler(&syncWriter{b: &log}, nil))})
+	got := s.CheckBlocking(context.Background(), []string{"blocks.test", "plain.test", "gone.test"})
+	if !got["blocks.test"] || got["plain.test"] || got["gone.test"] {
+		t.Fatalf("answers %v", got)
+	}
+	if n := strings.Count(log.String(), "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want 2 (no feature, no answer):\n%s", n, log.String())
+	}
+}

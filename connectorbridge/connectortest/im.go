@@ -44,6 +44,7 @@ type IMMessage struct {
 	Text         string
 	Files        []IMFile
 	ExpiresAt    time.Time // zero: none sent (the gateway's default applies)
+	ReplyTo      string    // reply_to_message_id: an earlier message's id
 	// Raw, when set, is sent as the chat.message payload unchanged.
 	Raw json.RawMessage
 }
@@ -156,6 +157,9 @@ func (s *Server) InjectMessage(m IMMessage) string {
 		}
 		if !m.ExpiresAt.IsZero() {
 			pl["expires_at"] = m.ExpiresAt.UnixMilli()
+		}
+		if m.ReplyTo != "" {
+			pl["reply_to_message_id"] = m.ReplyTo
 		}
 		payload, _ = json.Marshal(pl)
 	}

@@ -166,14 +166,14 @@ download_origins = [%q]
 	var first string
 	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
 		first = srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", SenderName: "Bob",
-			Text: "hi alice <script>x</script>", Files: []connectortest.IMFile{{Name: "cat.png", MimeType: "image/png", Data: pic}}})
+			Text: "hi alice <script>x</script>\x01\x1b]0;", Files: []connectortest.IMFile{{Name: "cat.png", MimeType: "image/png", Data: pic}}})
 		return first != ""
 	})
 	in := alice.wait(60*time.Second, "the IM message at the inbox", func(m map[string]any) bool {
 		return m["event"] == "message" && m["origin_id"] == "im_"+first
 	})
 	from := in["from"].(string)
-	if !strings.HasPrefix(from, ep+"/cch_") || in["thread"] != "conv_bob" || !strings.HasPrefix(in["body"].(string), "hi alice <script>x</script>") {
+	if !strings.HasPrefix(from, ep+"/cch_") || in["thread"] != "conv_bob" || in["body"] != "hi alice <script>x</script>\uFFFD\uFFFD]0;" {
 		t.Fatalf("inbound at the inbox: %v", in)
 	}
 	files := in["files"].([]any)

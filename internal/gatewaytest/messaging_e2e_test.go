@@ -212,6 +212,10 @@ func TestSlixmppMessaging(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no reply after the hostile client")
 	}
+	// This Prosody runs without mod_blocklist: the gateway says so.
+	WaitFor(t, 30*time.Second, "the warning about a server without XEP-0191", func() bool {
+		return strings.Contains(e.Log.String(), "does not advertise XEP-0191 blocking")
+	})
 	st := e.Gateway.Messaging.Stats()
 	logged := strings.Count(e.Log.String(), "reason=rate")
 	t.Logf("messaging stats %+v; rate drops logged %d times", st, logged)
@@ -241,6 +245,12 @@ func TestMessagingBlockingEjabberd(t *testing.T) {
 
 func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 	e, b := messagingEnv(t, srv, false)
+	WaitFor(t, 30*time.Second, "the gateway to find the server's XEP-0191 support", func() bool {
+		return strings.Contains(e.Log.String(), "the XMPP server advertises XEP-0191 blocking")
+	})
+	if strings.Contains(e.Log.String(), "does not advertise XEP-0191") {
+		t.Error("warned about missing blocking on a server that blocks")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, alice := e.DialConn("alice")

@@ -379,6 +379,8 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 		d.checkMCP(ctx, cfg, a, what)
 	case a.Connector != nil:
 		d.checkConnector(ctx, cfg, a, db, what)
+	case a.ACC != nil:
+		d.checkACC(ctx, cfg, a, db, what)
 	}
 }
 

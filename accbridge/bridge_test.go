@@ -358,3 +358,32 @@ func TestConverseRunsTheMessageOnce(t *testing.T) {
 		t.Fatalf("create_run %d times for one turn", n)
 	}
 }
+
+// A new capabilities message republishes the endpoint's manifest as a new
+// version; an identical one publishes nothing.
+func TestCapabilitiesRepublish(t *testing.T) {
+	e := newEnv(t, nil)
+	c, _ := e.connect(e.enroll("farm"), &syncBuf{})
+	e.ready()
+	first := string(e.agent.Manifest())
+	c.Send(map[string]any{"type": "capabilities", "agents": defaultAgents})
+	time.Sleep(100 * time.Millisecond)
+	if string(e.agent.Manifest()) != first {
+		t.Fatal("an identical declaration changed the manifest")
+	}
+	c.Send(map[string]any{"type": "capabilities", "agents": []acctest.Agent{{AgentID: "agent-1", Runtime: "hermes", Tools: []string{"terminal"}}}})
+	waitFor(t, 5*time.Second, "a new manifest", func() bool { return string(e.agent.Manifest()) != first })
+	var m map[string]any
+	json.Unmarshal(e.agent.Manifest(), &m)
+	var old map[string]any
+	json.Unmarshal([]byte(first), &old)
+	if m["agent"].(map[string]any)["version"] == old["agent"].(map[string]any)["version"] {
+		t.Fatal("the new manifest kept the old version")
+	}
+	if got := e.agent.Declared(); len(got) != 1 || got[0] != "terminal" {
+		t.Fatalf("declared %v", got)
+	}
+	// An agent declared by nobody's mapping is logged, not published.
+	c.Send(map[string]any{"type": "capabilities", "agents": []acctest.Agent{{AgentID: "agent-1", Tools: []string{"terminal"}}, {AgentID: "stray"}}})
+	waitFor(t, 5*time.Second, "the unmapped agent logged", func() bool { return strings.Contains(e.log.String(), "no endpoint maps") })
+}

@@ -22,7 +22,7 @@ import (
 	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/accbridge/acctest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store/storetest"
+	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
@@ -94,7 +94,7 @@ func (a *availRec) get(ep string) (bool, string) {
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	files  Files
 	store  accdb.Driver
@@ -108,7 +108,7 @@ type env struct {
 
 const testEndpoint = "hermes@agents.example.test"
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(d)
 	for !cond() {
@@ -119,7 +119,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func newEnv(t *testing.T, tweak func(*Options)) *env {
+func newEnv(t testing.TB, tweak func(*Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	f := Files{
@@ -130,7 +130,11 @@ func newEnv(t *testing.T, tweak func(*Options)) *env {
 	if _, err := Init(f); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := storetest.OpenTwo(t, accsqlite.Migrations)
+	db, err := store.Open(context.Background(), filepath.Join(dir, "agentgw.db"), accsqlite.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	e := &env{t: t, dir: dir, files: f, store: accsqlite.New(db), log: &syncBuf{},
 		avail: &availRec{up: map[string]bool{}, status: map[string]string{}}}
 	o := Options{

@@ -173,22 +173,20 @@ func (a *Agent) execute(ctx context.Context, key string, req runRequest, deadlin
 		out.fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the agent's connector is not connected", Retryable: true})
 		return
 	}
-	// One run per task, durably, before anything is sent.
-	if prev, ok, err := s.o.Store.RunByTask(ctx, key); err != nil {
-		out.fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the gateway's store is unavailable", Retryable: true})
-		return
-	} else if ok {
-		log.Warn("acc: the task already has a run; not creating another", "run", prev.RunID)
-		if prev.State != accdb.RunDone {
-			s.o.Store.SetRunState(ctx, prev.RunID, accdb.RunOrphaned)
-		}
-		out.fail(tasks.Failure{Code: agentproto.CodeInterrupted, Message: "the run of this task was interrupted; it is not started twice", Retryable: true})
-		return
-	}
+	// One run per task, durably, before anything is sent: the insert is
+	// the check (task_id is the key).
 	runID := NewConnectorID()
 	r, created, err := s.o.Store.CreateRun(ctx, accdb.Run{RunID: runID, TaskID: key, ConnectorID: sess.conn.ID, AgentID: a.agentID})
-	if err != nil || !created {
-		out.fail(tasks.Failure{Code: agentproto.CodeInterrupted, Message: "the run of this task was already created", Retryable: true})
+	if err != nil {
+		out.fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the gateway's store is unavailable", Retryable: true})
+		return
+	}
+	if !created {
+		log.Warn("acc: the task already has a run; not creating another", "run", r.RunID)
+		if r.State != accdb.RunDone {
+			s.o.Store.SetRunState(ctx, r.RunID, accdb.RunOrphaned)
+		}
+		out.fail(tasks.Failure{Code: agentproto.CodeInterrupted, Message: "the run of this task was interrupted; it is not started twice", Retryable: true})
 		return
 	}
 	lr := newLiveRun(r.RunID, sess.conn.ID, sess)
@@ -398,7 +396,8 @@ func (d *driver) frame(ctx context.Context, f *frame, approvals chan approvalRes
 		if !d.accepted {
 			d.accepted = true
 			acceptT.Stop()
-			s.o.Store.SetRunState(ctx, d.lr.runID, accdb.RunAccepted)
+			// Not written to the store: open is open, accepted or not, and
+			// the write would cost every run an fsync before its progress.
 			stage := "accepted"
 			if f.Status != "" {
 				stage = clip(f.Status, 32)

@@ -77,7 +77,7 @@ func BenchmarkACCRun(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		e.StartGateway()
 		defer e.StopGateway()
-		conn := startRefConnector(b, dir, "--agents", accBenchAgentsJSON())
+		conn := startRefConnector(b, dir, "--agents", accBenchAgentsJSON(), "--heartbeat", "500ms")
 		defer conn.kill()
 		clients := dialAll(b, e, users)
 		eps := make([]jid.JID, accBenchAgents)

@@ -28,10 +28,9 @@ func (c Connector) Revoked() bool { return c.RevokedAt != "" }
 // RunState is a run's place in the mapping's own life (not the task's):
 // created before create_run is sent, accepted after run_accepted (a state
 // drivers keep; accbridge does not write it, to spare each run an fsync),
-// done once
-// the connector has nothing more to do for it, orphaned when the task
-// settled while the connector could not be told (it is sent cancel_run on
-// its return).
+// done once the connector has nothing more to do for it, orphaned when the
+// task settled while the connector could not be told (it is sent
+// cancel_run on its return).
 type RunState string
 
 const (

@@ -7,6 +7,7 @@ require (
 	github.com/a2aproject/a2a-go v0.3.3
 	github.com/coder/websocket v1.8.15
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -56,3 +56,42 @@ const (
 	// CodeOANRefused: OAN refused the request (a 4xx other than 401).
 	CodeOANRefused = "agentgw:oan-refused"
 )
+
+// CodePrefixACC qualifies the failure codes of agent-control-center
+// connectors (accbridge, seed 002): the seed's numeric error codes mapped
+// to stable names, plus the bridge's own ACC outcomes.
+const CodePrefixACC = "acc:"
+
+// The seed's error codes 4001–5002 as failure codes (ACCCode maps them).
+const (
+	CodeACCInvalidRequest  = CodePrefixACC + "invalid-request"          // 4001
+	CodeACCUnknownType     = CodePrefixACC + "unknown-message-type"     // 4002
+	CodeACCAgentNotFound   = CodePrefixACC + "agent-not-found"          // 4003
+	CodeACCRunNotFound     = CodePrefixACC + "run-not-found"            // 4004
+	CodeACCAgentBusy       = CodePrefixACC + "agent-busy"               // 4005
+	CodeACCQuotaExceeded   = CodePrefixACC + "quota-exceeded"           // 4006
+	CodeACCUnauthorized    = CodePrefixACC + "unauthorized-action"      // 4007
+	CodeACCApprovalDenied  = CodePrefixACC + "approval-denied"          // 4008
+	CodeACCConnectorError  = CodePrefixACC + "connector-internal-error" // 5001
+	CodeACCAdapterError    = CodePrefixACC + "adapter-error"            // 5002
+	CodeACCUnknownError    = CodePrefixACC + "error"                    // any other code
+	CodeACCAcceptTimeout   = CodePrefixACC + "accept-timeout"
+	CodeACCToolNotDeclared = CodePrefixACC + "tool-not-declared"
+	CodeACCApprovalExpired = CodePrefixACC + "approval-expired"
+)
+
+var accCodes = map[int]string{
+	4001: CodeACCInvalidRequest, 4002: CodeACCUnknownType, 4003: CodeACCAgentNotFound,
+	4004: CodeACCRunNotFound, 4005: CodeACCAgentBusy, 4006: CodeACCQuotaExceeded,
+	4007: CodeACCUnauthorized, 4008: CodeACCApprovalDenied, 5001: CodeACCConnectorError,
+	5002: CodeACCAdapterError,
+}
+
+// ACCCode is the failure code of a connector's numeric error code; codes
+// outside the seed's table are CodeACCUnknownError.
+func ACCCode(n int) string {
+	if c, ok := accCodes[n]; ok {
+		return c
+	}
+	return CodeACCUnknownError
+}

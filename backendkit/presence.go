@@ -30,3 +30,11 @@ func (p *Presence) Set(up bool) {
 	}
 	p.to.SetAvailable(p.endpoint, up)
 }
+
+// StatusReporter is optionally implemented by an Availability that can
+// show a short status text in an available endpoint's presence (for a
+// backend that is up but degraded); "" clears it. Bridges check for it
+// with a type assertion.
+type StatusReporter interface {
+	SetStatus(endpoint, status string)
+}

@@ -41,6 +41,13 @@ func (p publisher) Publish(ctx context.Context, manifestJSON []byte) (string, st
 	return m.Version, m.Hash, nil
 }
 
+// SetStatus shows a degraded backend's status text in its presence.
+func (a availability) SetStatus(endpoint, status string) {
+	if a.g.Presence != nil {
+		a.g.Presence.SetStatus(endpoint, status)
+	}
+}
+
 // availability forwards backend up/down changes to the endpoints' presence.
 type availability struct{ g *Gateway }
 
@@ -119,6 +126,10 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			}
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
+		case a.ACC != nil:
+			if err := g.addACCAgent(ep, a, log); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

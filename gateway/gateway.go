@@ -15,6 +15,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/adhoc"
+	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/catalogpush"
@@ -75,6 +76,9 @@ type Gateway struct {
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 	cl       *clusterParts // cluster mode (driver postgres); nil otherwise
+	// acc is the agent-control-center listener, shared by the [agents.acc]
+	// endpoints; nil without them.
+	acc *accbridge.Server
 }
 
 // New builds a gateway. It opens the store and checks everything it can
@@ -444,6 +448,11 @@ func runningLimits(cfg *config.Config) func(endpoint string) int {
 	for _, a := range cfg.Agents {
 		if j, err := jid.Parse(a.JID); err == nil && a.MaxRunning > 0 {
 			limits[j.Bare().String()] = a.MaxRunning
+		}
+		if j, err := jid.Parse(a.JID); err == nil && a.ACC != nil {
+			// acc-notes: at most one active run per agent (MUST); the
+			// others wait accepted.
+			limits[j.Bare().String()] = 1
 		}
 	}
 	return func(endpoint string) int { return limits[endpoint] }

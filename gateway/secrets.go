@@ -43,6 +43,7 @@ func Secrets(cfg *config.Config) []string {
 		}
 	}
 	out = append(out, DSNSecrets(cfg)...)
+	out = append(out, accSecrets(cfg)...)
 	// An Authorization value "Bearer <token>" also protects the bare token.
 	for _, v := range out {
 		if cred := backendkit.CredentialPart(v); len(cred) >= backendkit.MinSecretLen {

@@ -8,6 +8,7 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingpg"
+	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirdb"
@@ -33,6 +34,7 @@ var migrations = []store.Migrations{
 	tasksqlite.Migrations,
 	grantsqlite.Migrations,
 	bindingsqlite.Migrations,
+	accsqlite.Migrations,
 	chatsqlite.Migrations,
 	selfregsqlite.Migrations,
 	oansqlite.Migrations,

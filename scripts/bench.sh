@@ -69,6 +69,8 @@ bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
+# agent-control-center runs through the gateway against the connector called directly.
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a
 # trivial component echoing the same exchange.
 bench internal/gatewaytest 3m -run '^$' -bench 'BenchmarkChat(RoundTripBaseline|RoundTrip|ThroughputBaseline|Throughput)$' -benchtime 3s

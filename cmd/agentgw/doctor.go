@@ -423,6 +423,8 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 		d.checkConnector(ctx, cfg, a, db, what)
 	case a.OAN != nil:
 		d.checkOAN(ctx, cfg, a, what)
+	case a.ACC != nil:
+		d.checkACC(ctx, cfg, a, db, what)
 	}
 }
 

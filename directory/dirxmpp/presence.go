@@ -38,6 +38,9 @@ type Presence struct {
 	mu   sync.Mutex
 	subs map[string]map[string]struct{} // endpoint → subscriber bare JIDs
 	down map[string]bool                // endpoints reported unavailable
+	// status is a short text shown while an endpoint is available but
+	// degraded (<show>away</show>), by endpoint.
+	status map[string]string
 }
 
 func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sender, log *slog.Logger) *Presence {
@@ -48,6 +51,7 @@ func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sende
 		log:      log,
 		subs:     map[string]map[string]struct{}{},
 		down:     map[string]bool{},
+		status:   map[string]string{},
 	}
 }
 
@@ -101,9 +105,17 @@ func (p *Presence) availability(from, to jid.JID) *xmltree.Element {
 	return p.available(from, to)
 }
 
-// available is available presence from an endpoint, with its caps.
+// available is available presence from an endpoint: its caps, and
+// <show>away</show> with the status text while the endpoint is degraded.
 func (p *Presence) available(from, to jid.JID) *xmltree.Element {
+	p.mu.Lock()
+	status := p.status[from.Bare().String()]
+	p.mu.Unlock()
 	pr := component.NewPresence("", from, to)
+	if status != "" {
+		pr.Add(xmltree.New(component.NSComponent, "show").WithText("away"))
+		pr.Add(xmltree.New(component.NSComponent, "status").WithText(status))
+	}
 	if p.caps != nil {
 		if c := p.caps(from.Bare().String()); c != nil {
 			pr.Add(c)
@@ -112,7 +124,7 @@ func (p *Presence) available(from, to jid.JID) *xmltree.Element {
 	return pr
 }
 
-// presenceOf is available (with caps) or unavailable presence.
+// presenceOf is available (with caps and status) or unavailable presence.
 func (p *Presence) presenceOf(typ string, from, to jid.JID) *xmltree.Element {
 	if typ == "" {
 		return p.available(from, to)
@@ -128,20 +140,8 @@ func (p *Presence) CatalogChanged(endpoint string, canSee func(principal, endpoi
 	if p == nil || p.sender == nil {
 		return
 	}
-	ep, err := jid.Parse(endpoint)
-	if err != nil {
-		return
-	}
-	ep = ep.Bare()
-	key := ep.String()
-	p.mu.Lock()
-	down := p.down[key]
-	var subs []string
-	for s := range p.subs[key] {
-		subs = append(subs, s)
-	}
-	p.mu.Unlock()
-	if down {
+	ep, subs, down := p.subscribers(endpoint)
+	if down || ep.String() == "" {
 		return // unavailable stays unavailable; caps come with the next up
 	}
 	ctx := context.Background()
@@ -152,10 +152,65 @@ func (p *Presence) CatalogChanged(endpoint string, canSee func(principal, endpoi
 		}
 		if _, visible := p.resolver.Resolve(to, ep); visible {
 			p.send(ctx, p.available(ep, to))
-		} else if canSee != nil && canSee(s, key) {
+		} else if canSee != nil && canSee(s, ep.String()) {
 			p.send(ctx, component.NewPresence("unavailable", ep, to))
 		}
 	}
+}
+
+// SetStatus shows status in an available endpoint's presence ("" clears
+// it) and tells the subscribers who may see it when it changed.
+func (p *Presence) SetStatus(endpoint, status string) {
+	if p == nil {
+		return
+	}
+	j, err := jid.Parse(endpoint)
+	if err != nil {
+		return
+	}
+	key := j.Bare().String()
+	p.mu.Lock()
+	same := p.status[key] == status
+	if status == "" {
+		delete(p.status, key)
+	} else {
+		p.status[key] = status
+	}
+	p.mu.Unlock()
+	if same {
+		return
+	}
+	ep, subs, down := p.subscribers(endpoint)
+	if down {
+		return
+	}
+	for _, s := range subs {
+		to, err := jid.Parse(s)
+		if err != nil {
+			continue
+		}
+		if _, visible := p.resolver.Resolve(to, ep); visible {
+			p.send(context.Background(), p.available(ep, to))
+		}
+	}
+}
+
+// subscribers returns an endpoint's bare JID, its remembered subscribers
+// and whether it is reported down.
+func (p *Presence) subscribers(endpoint string) (jid.JID, []string, bool) {
+	ep, err := jid.Parse(endpoint)
+	if err != nil {
+		return jid.JID{}, nil, true
+	}
+	ep = ep.Bare()
+	key := ep.String()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var subs []string
+	for s := range p.subs[key] {
+		subs = append(subs, s)
+	}
+	return ep, subs, p.down[key]
 }
 
 func (p *Presence) remember(ep, sub string) {

@@ -28,6 +28,7 @@ var tiers = map[string]int{
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
 	"a2abridge/a2amap":       1,
+	"accbridge/accdb": 1, "accbridge/accsqlite": 2, "accbridge": 4,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
@@ -66,6 +67,7 @@ var forbidden = map[string][]string{
 	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
 	"mcpbridge":       {module + "component", module + "connectorbridge"},
 	"oanbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
+	"accbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
 }
 
 // testHelper reports whether p exists only for tests (suites, fakes,
@@ -74,7 +76,7 @@ func testHelper(p string) bool {
 	base := path.Base(p)
 	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" || p == "internal/pgharness" ||
 		p == "internal/fuzzcheck" || p == "scripts" ||
-		strings.HasPrefix(p, "connectorbridge/connectortest")
+		strings.HasPrefix(p, "connectorbridge/connectortest") || strings.HasPrefix(p, "accbridge/acctest")
 }
 
 func list(t *testing.T, args ...string) map[string][]string {

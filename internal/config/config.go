@@ -26,6 +26,8 @@ type Config struct {
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
 	Agents     []Agent    `toml:"agents"`
+	// ACC is the agent-control-center listener (accbridge); nil when absent.
+	ACC       *ACC      `toml:"acc"`
 	Messaging  Messaging  `toml:"messaging"`
 	Cluster    Cluster    `toml:"cluster"`
 
@@ -217,6 +219,7 @@ type Agent struct {
 	MCP       *MCP       `toml:"mcp"`
 	Connector *Connector `toml:"connector"`
 	A2A       *A2A       `toml:"a2a"`
+	ACC       *AgentACC  `toml:"acc"`
 	OAN       *OAN       `toml:"oan"`
 }
 
@@ -377,6 +380,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
+	}
+	if c.ACC != nil {
+		c.ACC.applyDefaults()
 	}
 	c.Messaging.applyDefaults()
 }
@@ -570,10 +576,14 @@ func (c *Config) Validate() error {
 				add("%s: [agents.oan] reply_timeout_seconds must be between 1 and 3600 (0: the default 60)", where)
 			}
 		}
+		if a.ACC != nil {
+			n++
+		}
 		if n != 1 {
 			add("%s: set exactly one backend: manifest, [agents.mcp], [agents.connector], [agents.oan], [agents.acc] or [agents.a2a]", where)
 		}
 	}
+	c.validateACC(add)
 	errs = append(errs, c.Messaging.validate()...)
 	switch st := c.Store; st.Driver {
 	case "", DriverSQLite:

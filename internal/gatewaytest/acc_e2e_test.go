@@ -1,0 +1,370 @@
+package gatewaytest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+var (
+	refOnce sync.Once
+	refPath string
+	refErr  error
+)
+
+// refConnectorBinary builds the reference ACC connector once.
+func refConnectorBinary(t testing.TB) string {
+	t.Helper()
+	refOnce.Do(func() {
+		root, err := xmppharness.ModuleRoot()
+		if err != nil {
+			refErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "refconnector-")
+		if err != nil {
+			refErr = err
+			return
+		}
+		refPath = filepath.Join(dir, "refconnector")
+		cmd := exec.Command("go", "build", "-o", refPath, "./accbridge/acctest/cmd/refconnector")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			refErr = fmt.Errorf("go build refconnector: %v\n%s", err, out)
+		}
+	})
+	if refErr != nil {
+		t.Fatal(refErr)
+	}
+	return refPath
+}
+
+// refProc is the reference connector running as its own process.
+type refProc struct {
+	cmd  *exec.Cmd
+	out  *SyncBuffer
+	done chan struct{}
+}
+
+func startRefConnector(t testing.TB, dir string, args ...string) *refProc {
+	t.Helper()
+	p := &refProc{out: &SyncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(refConnectorBinary(t), append([]string{"--dir", dir}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	err := p.cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.kill)
+	return p
+}
+
+func (p *refProc) kill() {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// got counts the messages of typ (for runID, if set) the connector printed.
+func (p *refProc) got(typ, runID string) int {
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(p.out.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["got"] == typ && (runID == "" || m["run_id"] == runID) {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *refProc) runIDs(typ string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(p.out.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["got"] == typ {
+			if id, ok := m["run_id"].(string); ok {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func accTOML(port int, domain string) string {
+	return fmt.Sprintf(`
+[acc]
+listen = "127.0.0.1:%d"
+heartbeat_seconds = 1
+reconnect_grace_seconds = 4
+cancel_timeout_seconds = 2
+busy_retry_seconds = 1
+approval_timeout_seconds = 3
+
+[[agents]]
+jid = "hermes@%s"
+[agents.acc]
+connector = "farm"
+agent_id = "agent-1"
+`, port, domain)
+}
+
+// prepareACC writes the config, runs acc init and enroll, and returns the
+// connector's directory.
+func prepareACC(t *testing.T) (*Env, string) {
+	t.Helper()
+	srv := startServer(t, false)
+	e := Prepare(t, Options{Server: srv, Users: []string{"alice"}, TOML: accTOML(freePort(t), srv.ComponentDomain)})
+	out := e.Agentgw(0, "acc", "init", "--config", e.ConfigPath)
+	if !strings.Contains(out, "jwt.key") || !strings.Contains(out, "ca.crt") {
+		t.Fatalf("acc init wrote: %s", out)
+	}
+	if out := e.Agentgw(0, "acc", "init", "--config", e.ConfigPath); !strings.Contains(out, "nothing written") {
+		t.Fatalf("a second acc init: %s", out)
+	}
+	dir := filepath.Join(e.Dir, "farm-conn")
+	id := strings.TrimSpace(e.Agentgw(0, "acc", "enroll", "--config", e.ConfigPath, "--name", "farm", "--out", dir))
+	tok, _ := os.ReadFile(filepath.Join(dir, "token.jwt"))
+	if len(id) != 36 || strings.Contains(id, strings.TrimSpace(string(tok))) {
+		t.Fatalf("acc enroll printed %q", id)
+	}
+	for _, f := range []string{"ca.crt", "client.crt", "client.key", "token.jwt", "connector.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("enroll did not write %s", f)
+		}
+	}
+	e.Agentgw(1, "acc", "enroll", "--config", e.ConfigPath, "--name", "farm", "--out", filepath.Join(e.Dir, "again"))
+	if out := e.Agentgw(0, "acc", "list", "--config", e.ConfigPath); !strings.Contains(out, "farm\t"+id+"\tenrolled") {
+		t.Fatalf("acc list: %s", out)
+	}
+	return e, dir
+}
+
+func waitPublished(t *testing.T, e *Env, ep string) {
+	t.Helper()
+	WaitFor(t, 20*time.Second, "the ACC agent's manifest", func() bool {
+		_, ok := e.Gateway.Registry.Active(ep)
+		return ok
+	})
+}
+
+// startRun invokes run with goal and returns the task id once it runs.
+func startRun(t *testing.T, ctx context.Context, c *agentclient.Client, ep string, goal string) (string, chan *agentclient.Outcome) {
+	t.Helper()
+	accepted := make(chan string, 1)
+	progressed := make(chan struct{}, 1)
+	done := make(chan *agentclient.Outcome, 1)
+	args, _ := json.Marshal(map[string]string{"goal": goal})
+	go func() {
+		out, _ := c.Call(ctx, jidMust(ep), "run", args, agentclient.CallOptions{
+			OnAccepted: func(a *agentclient.Accepted) { accepted <- a.TaskID },
+			OnProgress: func(agentclient.Progress) {
+				select {
+				case progressed <- struct{}{}:
+				default:
+				}
+			},
+		})
+		done <- out
+	}()
+	var id string
+	select {
+	case id = <-accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run not accepted")
+	}
+	select {
+	case <-progressed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("run never accepted by the connector")
+	}
+	return id, done
+}
+
+func cancelTask(t *testing.T, ctx context.Context, c *agentclient.Client, ep, id string) {
+	t.Helper()
+	st, err := c.State(ctx, jidMust(ep), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, jidMust(ep), id, st.Revision, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func outcomeOf(t *testing.T, done chan *agentclient.Outcome) *agentclient.Outcome {
+	t.Helper()
+	select {
+	case out := <-done:
+		if out == nil {
+			t.Fatal("the call ended without an outcome")
+		}
+		return out
+	case <-time.After(60 * time.Second):
+		t.Fatal("no outcome")
+	}
+	return nil
+}
+
+// TestACCThroughProsody: enroll → connect → discover → runs with progress,
+// approvals, cancellation, deadlines and every error code (slixmpp as the
+// caller); then connector restarts within and after the grace period,
+// heartbeat loss as presence, and revocation.
+func TestACCThroughProsody(t *testing.T) {
+	needSlixmpp(t)
+	e, dir := prepareACC(t)
+	e.StartGateway()
+	ep := "hermes@" + e.Domain
+	conn := startRefConnector(t, dir, "--heartbeat", "500ms")
+	waitPublished(t, e, ep)
+
+	checks := runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "available")
+	requireChecks(t, checks, "acc-presence")
+	checks = runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--approval-seconds", "3")
+	requireChecks(t, checks, "acc-manifest", "acc-run-progress-completed", "acc-undeclared-tool", "acc-approve", "acc-deny",
+		"acc-approval-expiry", "acc-cancel-confirmed", "acc-cancel-ignored", "acc-deadline", "acc-error-codes", "acc-retries")
+
+	// Chat (Human Messaging): the message is the goal, the completion the reply.
+	checks = runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "chat")
+	requireChecks(t, checks, "acc-chat")
+
+	c := e.Dial("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	// Connector restart within the grace period: the run resumes.
+	id, done := startRun(t, ctx, c, ep, "hang")
+	runID := conn.runIDs("create_run")
+	conn.kill()
+	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
+	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	time.Sleep(500 * time.Millisecond)
+	cancelTask(t, ctx, c, ep, id)
+	out := outcomeOf(t, done)
+	if out.State != agentproto.StateCancelled || !strings.Contains(string(out.Payload), "confirmed") {
+		t.Fatalf("run across a restart within grace: %s %s", out.State, out.Payload)
+	}
+	last := runID[len(runID)-1]
+	if conn.got("cancel_run", last) != 1 {
+		t.Fatalf("cancel_run for the resumed run %s did not reach the new connection:\n%s", last, conn.out.String())
+	}
+
+	// After the grace period: the run fails unavailable, and the returning
+	// connector is sent cancel_run for it.
+	id, done = startRun(t, ctx, c, ep, "hang")
+	ids := conn.runIDs("create_run")
+	orphan := ids[len(ids)-1]
+	conn.kill()
+	out = outcomeOf(t, done)
+	if out.State != agentproto.StateFailed || !strings.Contains(string(out.Payload), `"unavailable"`) {
+		t.Fatalf("run after the grace period: %s %s", out.State, out.Payload)
+	}
+	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
+	WaitFor(t, 20*time.Second, "cancel_run for the orphaned run", func() bool { return conn.got("cancel_run", orphan) == 1 })
+	_ = id
+
+	// Heartbeat loss: degraded after 3 missed, unavailable after 10.
+	conn.kill()
+	conn = startRefConnector(t, dir, "--heartbeat", "500ms", "--once")
+	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	time.Sleep(500 * time.Millisecond)
+	_, done = startRun(t, ctx, c, ep, "stop-heartbeats")
+	checks = runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "degraded")
+	if st, _ := checks[0]["status"].(string); !strings.Contains(st, "heartbeat") {
+		t.Fatalf("degraded status %q", st)
+	}
+	runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "unavailable")
+	out = outcomeOf(t, done)
+	if out.State != agentproto.StateFailed {
+		t.Fatalf("run of a connector that stopped heartbeating: %s %s", out.State, out.Payload)
+	}
+
+	// Revocation closes the live socket at once and keeps it out.
+	conn.kill()
+	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
+	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "available")
+	e.Agentgw(0, "acc", "revoke", "--config", e.ConfigPath, "farm")
+	WaitFor(t, 5*time.Second, "the revoked connection closed", func() bool {
+		return strings.Contains(conn.out.String(), "revoked")
+	})
+	runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "unavailable")
+	if out := e.Agentgw(0, "acc", "list", "--config", e.ConfigPath); !strings.Contains(out, "revoked") {
+		t.Fatalf("acc list after revoke: %s", out)
+	}
+	// The connector keeps reconnecting (1 s, 2 s, … backoff); each try is refused.
+	WaitFor(t, 15*time.Second, "the revoked connector's reconnect refused", func() bool {
+		return strings.Contains(e.Log.String(), "acc connection refused")
+	})
+}
+
+// TestACCGatewayKill9: a gateway killed mid-run settles the run's task
+// agentgw:interrupted after its restart, and sends cancel_run for the run
+// when the connector comes back; the task never creates a second run.
+func TestACCGatewayKill9(t *testing.T) {
+	e, dir := prepareACC(t)
+	ep := "hermes@" + e.Domain
+	gw := e.Serve("gw1")
+	conn := startRefConnector(t, dir, "--heartbeat", "500ms")
+	gw.WaitLog("acc: published agent version", 30*time.Second)
+	c := e.Dial("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id, _ := startRun(t, ctx, c, ep, "hang")
+	runs := conn.runIDs("create_run")
+	if len(runs) != 1 {
+		t.Fatalf("create_run %d times", len(runs))
+	}
+	gw.Kill()
+	gw2 := e.Serve("gw2")
+	gw2.WaitLog("acc connector registered", 60*time.Second)
+	WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.got("cancel_run", runs[0]) == 1 })
+	c = e.Dial("alice")
+	st, err := c.State(ctx, jidMust(ep), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != agentproto.StateFailed {
+		t.Fatalf("task after kill -9: %s", st.State)
+	}
+	res, err := c.Result(ctx, jidMust(ep), id)
+	if err != nil || !strings.Contains(string(res.Payload), agentproto.CodeInterrupted) {
+		t.Fatalf("result after kill -9: %v %+v", err, res)
+	}
+	if n := len(conn.runIDs("create_run")); n != 1 {
+		t.Fatalf("create_run sent %d times for one task", n)
+	}
+}

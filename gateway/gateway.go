@@ -14,8 +14,8 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/accbridge"
+	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/catalogpush"

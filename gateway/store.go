@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingpg"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirdb"

@@ -27,8 +27,8 @@ var tiers = map[string]int{
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
-	"a2abridge/a2amap":       1,
-	"accbridge/accdb": 1, "accbridge/accsqlite": 2, "accbridge": 4,
+	"a2abridge/a2amap": 1,
+	"accbridge/accdb":  1, "accbridge/accsqlite": 2, "accbridge": 4,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,

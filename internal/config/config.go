@@ -28,8 +28,8 @@ type Config struct {
 	Agents     []Agent    `toml:"agents"`
 	// ACC is the agent-control-center listener (accbridge); nil when absent.
 	ACC       *ACC      `toml:"acc"`
-	Messaging  Messaging  `toml:"messaging"`
-	Cluster    Cluster    `toml:"cluster"`
+	Messaging Messaging `toml:"messaging"`
+	Cluster   Cluster   `toml:"cluster"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.

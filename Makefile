@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 
 GO ?= go
-TEST_TIMEOUT ?= 20m
+TEST_TIMEOUT ?= 45m
 
 .PHONY: all build test vet deps demo bench fuzz soak clean
 

@@ -161,6 +161,12 @@ type task struct {
 }
 
 type event struct {
+	// A task event (the stream's first) carries the artifacts of a task
+	// that settled before the stream began.
+	Artifacts []struct {
+		ID    string `json:"id"`
+		Parts []part `json:"parts"`
+	} `json:"artifacts"`
 	Kind    string  `json:"kind"`
 	ID      string  `json:"id"`
 	TaskID  string  `json:"taskId"`

@@ -85,6 +85,7 @@ type Front struct {
 	refreshMu sync.Mutex
 	mu        sync.Mutex
 	loaded    time.Time
+	pushed    uint64            // catalog changes pushed so far
 	agents    map[string]*agent // bare JID → pinned agent
 }
 
@@ -124,7 +125,44 @@ func New(c Client, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Front{c: c, opts: opts, log: opts.Logger, agents: map[string]*agent{}}, nil
+	f := &Front{c: c, opts: opts, log: opts.Logger, agents: map[string]*agent{}}
+	if cw, ok := c.(catalogWatcher); ok {
+		// A pushed activation or deactivation makes the catalog stale at
+		// once: the next card or call refreshes it (issue 20's node).
+		cw.OnCatalogChange(func(agentclient.CatalogChange) {
+			f.mu.Lock()
+			f.pushed++
+			f.loaded = time.Time{}
+			f.mu.Unlock()
+		})
+	}
+	return f, nil
+}
+
+// catalogWatcher is the optional push side of a Client (*agentclient.Client
+// has it): the gateways' catalog change node.
+type catalogWatcher interface {
+	SubscribeCatalog(ctx context.Context, gw jid.JID) error
+	OnCatalogChange(func(agentclient.CatalogChange))
+}
+
+// subscribe (re)subscribes to the gateways' catalog nodes, off the request
+// path: gateways keep subscriptions in memory, so this follows every
+// refresh; a gateway without the node refuses and TTL refresh covers it.
+func (f *Front) subscribe(gws []jid.JID) {
+	cw, ok := f.c.(catalogWatcher)
+	if !ok {
+		return
+	}
+	go func() {
+		for _, gw := range gws {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := cw.SubscribeCatalog(ctx, gw); err != nil {
+				f.log.Debug("catalog subscription refused; refreshing by TTL only", "gateway", gw.String(), "error", err)
+			}
+			cancel()
+		}
+	}()
 }
 
 // errUnknownAgent is returned for an agent the account cannot see.
@@ -187,7 +225,7 @@ func (f *Front) Refresh(ctx context.Context) error {
 		}
 	}
 	f.mu.Lock()
-	prev := f.agents
+	prev, pushed := f.agents, f.pushed
 	f.mu.Unlock()
 	next := map[string]*agent{}
 	var errs []error
@@ -214,8 +252,12 @@ func (f *Front) Refresh(ctx context.Context) error {
 		}
 	}
 	f.mu.Lock()
-	f.agents, f.loaded = next, time.Now()
+	f.agents = next
+	if f.pushed == pushed { // a change pushed meanwhile keeps it stale
+		f.loaded = time.Now()
+	}
 	f.mu.Unlock()
+	f.subscribe(gws)
 	return errors.Join(errs...)
 }
 

@@ -199,47 +199,26 @@ func (a *Agent) manifest(d *agentDecl) ([]byte, string) {
 		}
 		desc += "."
 	}
-	tool := map[string]any{
-		"name": toolName, "title": "Run", "inputSchema": input,
-		"description":          "Start a run on the agent with a goal, an optional context bundle and constraints. Progress follows the run's events; dangerous actions ask for approval.",
-		"urn:xmpp:agent-api:0": map[string]any{"supportsProgress": true, "supportsCancellation": true},
-		"_meta": map[string]any{"org.agentgw/acc": map[string]any{
+	in, _ := json.Marshal(input)
+	doc := backendkit.ManifestDoc{ManifestSpecVersion: "0", Tools: []backendkit.ManifestTool{{
+		Name: toolName, Title: "Run", InputSchema: in,
+		Description: "Start a run on the agent with a goal, an optional context bundle and constraints. Progress follows the run's events; dangerous actions ask for approval.",
+		Ext:         &backendkit.ToolExt{SupportsProgress: true, SupportsCancellation: true},
+		Meta: map[string]any{"org.agentgw/acc": map[string]any{
 			"agentId": d.AgentID, "runtime": clip(d.Runtime, 64), "model": clip(d.Model, 128),
 			"tools": tools, "maxTurns": d.MaxTurns, "supports": d.Supports,
 		}},
-	}
-	doc := map[string]any{
-		"manifestSpecVersion": "0",
-		"agent":               map[string]any{"jid": a.o.Endpoint, "name": clip(name, 128), "description": clip(desc, 4096), "version": ""},
-		"tools":               []any{tool},
-	}
+	}}}
+	doc.Agent.JID = a.o.Endpoint
+	doc.Agent.Name = clip(name, backendkit.MaxAgentName)
+	doc.Agent.Description = clip(desc, backendkit.MaxAgentDescription)
 	if a.o.Title != "" {
-		doc["agent"].(map[string]any)["title"] = clip(a.o.Title, 256)
+		doc.Agent.Title = clip(a.o.Title, backendkit.MaxAgentTitle)
 	}
-	unversioned, _ := json.Marshal(doc)
 	prefix := a.o.Version
 	if prefix == "" {
 		prefix = "1"
 	}
-	version := versionPrefix(prefix) + "-" + backendkit.VersionDigest(unversioned)
-	doc["agent"].(map[string]any)["version"] = version
-	raw, _ := json.Marshal(doc)
-	return raw, version
-}
-
-func versionPrefix(v string) string {
-	var b strings.Builder
-	for i := 0; i < len(v) && b.Len() < 64-1-2*backendkit.DigestBytes; i++ {
-		c := v[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '~', c == '-':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('-')
-		}
-	}
-	if b.Len() == 0 {
-		return "0"
-	}
-	return b.String()
+	raw, _ := backendkit.Stamp(&doc, prefix)
+	return raw, doc.Agent.Version
 }

@@ -49,37 +49,23 @@ var toolDefs = []toolDef{
 }
 
 func (b *Backend) manifest() ([]byte, string) {
-	type ext struct {
-		SupportsProgress     bool `json:"supportsProgress"`
-		SupportsCancellation bool `json:"supportsCancellation"`
-		SupportsInput        bool `json:"supportsInput"`
-	}
-	type tool struct {
-		Name        string          `json:"name"`
-		Title       string          `json:"title"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
-		Ext         ext             `json:"urn:xmpp:agent-api:0"`
-	}
 	local := b.o.Endpoint
 	if i := strings.IndexByte(local, '@'); i > 0 {
 		local = local[:i]
 	}
-	agent := map[string]any{
-		"jid": b.o.Endpoint, "name": first(b.o.Name, local), "title": first(b.o.Title, "OpenAgentNetwork Gofers"),
-		"description": first(b.o.Description, "An OpenAgentNetwork account: create Gofers, chat with them, answer their escalations."),
-	}
-	var tools []tool
+	doc := backendkit.ManifestDoc{ManifestSpecVersion: "0", Tools: []backendkit.ManifestTool{}}
+	doc.Agent.JID = b.o.Endpoint
+	doc.Agent.Name = first(b.o.Name, local)
+	doc.Agent.Title = first(b.o.Title, "OpenAgentNetwork Gofers")
+	doc.Agent.Description = first(b.o.Description, "An OpenAgentNetwork account: create Gofers, chat with them, answer their escalations.")
 	for _, d := range toolDefs {
-		tools = append(tools, tool{d.name, d.title, d.desc, json.RawMessage(d.schema), ext{true, true, d.input}})
+		doc.Tools = append(doc.Tools, backendkit.ManifestTool{
+			Name: d.name, Title: d.title, Description: d.desc, InputSchema: json.RawMessage(d.schema),
+			Ext: &backendkit.ToolExt{SupportsProgress: true, SupportsCancellation: true, SupportsInput: d.input},
+		})
 	}
-	doc := map[string]any{"manifestSpecVersion": "0", "agent": agent, "tools": tools}
-	agent["version"] = ""
-	unversioned, _ := ijson.MarshalNoEscape(doc)
-	version := first(b.o.Version, "1.0.0") + "-" + backendkit.VersionDigest(unversioned, []byte(fmt.Sprint(wire.ProtocolVersion)))
-	agent["version"] = version
-	raw, _ := ijson.MarshalNoEscape(doc)
-	return raw, version
+	raw, _ := backendkit.Stamp(&doc, first(b.o.Version, "1.0.0"), []byte(fmt.Sprint(wire.ProtocolVersion)))
+	return raw, doc.Agent.Version
 }
 
 func first(a, b string) string {

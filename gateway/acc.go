@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/agentgw/agentgw/accbridge"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/config"
 )
@@ -45,11 +44,8 @@ func (g *Gateway) addACCAgent(ep string, a config.Agent, log *slog.Logger) error
 		if g.cfg.ACC == nil {
 			return fmt.Errorf("agent %s: [agents.acc] needs an [acc] section", ep)
 		}
-		if g.DB == nil {
-			return fmt.Errorf("agent %s: [agents.acc] keeps its connectors and runs in the SQLite store (no PostgreSQL driver yet)", ep)
-		}
 		o := ACCOptions(g.cfg)
-		o.Store, o.Publisher, o.Availability = accsqlite.New(g.DB), publisher{g}, availability{g}
+		o.Store, o.Publisher, o.Availability = g.Store.ACC, publisher{g}, availability{g}
 		o.Logger = g.log.With("part", "acc")
 		o.Redactor = g.opts.Redactor
 		if o.Redactor == nil {

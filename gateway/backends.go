@@ -12,12 +12,10 @@ import (
 	"github.com/agentgw/agentgw/a2abridge"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
-	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/transfer"
 	"github.com/agentgw/agentgw/mcpbridge"
 	"github.com/agentgw/agentgw/oanbridge"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 )
 
 var (
@@ -95,10 +93,7 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			o.Endpoint = ep
 			o.Bindings, o.Publisher, o.Availability, o.Logger, o.Secrets = g.bindings, publisher{g}, availability{g}, log, g.secrets
 			if o.Inbox != "" {
-				if g.DB == nil {
-					return fmt.Errorf("agent %s: [agents.connector] inbox keeps its IM queue in the SQLite store (no PostgreSQL driver yet)", ep)
-				}
-				o.Chats = chatsqlite.New(g.DB)
+				o.Chats = g.Store.Chats
 				o.Uploader = g.uploader(a.Connector)
 			}
 			if g.cl != nil {
@@ -114,12 +109,9 @@ func (g *Gateway) buildBackends(ctx context.Context) error {
 			g.backends[ep] = b
 			g.starters = append(g.starters, b.Start)
 		case a.OAN != nil:
-			if g.DB == nil {
-				return fmt.Errorf("agent %s: [agents.oan] keeps its event cursor in the SQLite store (no PostgreSQL driver yet)", ep)
-			}
 			o := OANOptions(g.cfg, a)
 			o.Endpoint = ep
-			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = oansqlite.New(g.DB), publisher{g}, availability{g}, log, g.secrets
+			o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = g.Store.OAN, publisher{g}, availability{g}, log, g.secrets
 			b, err := oanbridge.New(o)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", ep, err)

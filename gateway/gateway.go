@@ -23,7 +23,6 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
-	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
@@ -129,11 +128,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	g.Registry.SetDomain(g.domain.String())
 	if len(cfg.XMPP.SelfRegisterDomains) > 0 {
-		// Self Registration's records and bans have a SQLite driver only.
-		if g.DB == nil {
-			return nil, errors.New("[xmpp] self_register_domains needs the SQLite store (no other selfregdb driver yet)")
-		}
-		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, selfregsqlite.New(g.DB), g.opts.Clock.Now, log)
+		g.SelfReg = dirxmpp.NewSelfRegistration(cfg.XMPP.SelfRegisterDomains, g.Registry, g.Store.SelfReg, g.opts.Clock.Now, log)
 	}
 	g.Grants, err = federation.NewGrantTable(ctx, g.Store.Grants)
 	if err != nil {

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentgw/agentgw/accbridge/accdb"
+	"github.com/agentgw/agentgw/accbridge/accpg"
 	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingpg"
 	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
+	"github.com/agentgw/agentgw/connectorbridge/chatdb"
+	"github.com/agentgw/agentgw/connectorbridge/chatpg"
 	"github.com/agentgw/agentgw/connectorbridge/chatsqlite"
 	"github.com/agentgw/agentgw/directory/dirdb"
 	"github.com/agentgw/agentgw/directory/dirpg"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
+	"github.com/agentgw/agentgw/directory/selfregdb"
+	"github.com/agentgw/agentgw/directory/selfregpg"
 	"github.com/agentgw/agentgw/directory/selfregsqlite"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantpg"
@@ -21,6 +27,8 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/oanbridge/oandb"
+	"github.com/agentgw/agentgw/oanbridge/oanpg"
 	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 	"github.com/agentgw/agentgw/tasks/taskpg"
@@ -46,6 +54,10 @@ var pgMigrations = []pgstore.Migrations{
 	taskpg.Migrations,
 	grantpg.Migrations,
 	bindingpg.Migrations,
+	accpg.Migrations,
+	chatpg.Migrations,
+	selfregpg.Migrations,
+	oanpg.Migrations,
 }
 
 // OpenStore opens (creating if needed) the SQLite store at path with every
@@ -72,6 +84,11 @@ type Store struct {
 	// Bindings is the one connector binding driver of the store: share it
 	// between the connector agents so that its card claims cover them all.
 	Bindings bindingdb.Driver
+
+	Chats   chatdb.Driver    // the connector bridge's IM v2 queues
+	ACC     accdb.Driver     // agent-control-center connectors and runs
+	OAN     oandb.Driver     // the OpenAgentNetwork cursor and effects
+	SelfReg selfregdb.Driver // Self Registration records and bans
 }
 
 // OpenStores opens the configured store with every driver's migrations
@@ -90,6 +107,8 @@ func OpenStores(ctx context.Context, cfg *config.Config) (*Store, error) {
 			Driver: config.DriverSQLite, SQLite: db, Where: path,
 			Tasks: tasksqlite.New(db), Directory: dirsqlite.New(db),
 			Grants: grantsqlite.New(db), Bindings: bindingsqlite.New(db),
+			Chats: chatsqlite.New(db), ACC: accsqlite.New(db),
+			OAN: oansqlite.New(db), SelfReg: selfregsqlite.New(db),
 		}, nil
 	case config.DriverPostgres:
 		dsn, err := cfg.StoreDSN()
@@ -104,6 +123,8 @@ func OpenStores(ctx context.Context, cfg *config.Config) (*Store, error) {
 			Driver: config.DriverPostgres, Postgres: db, Where: db.Where,
 			Tasks: taskpg.New(db), Directory: dirpg.New(db),
 			Grants: grantpg.New(db), Bindings: bindingpg.New(db),
+			Chats: chatpg.New(db), ACC: accpg.New(db),
+			OAN: oanpg.New(db), SelfReg: selfregpg.New(db),
 		}, nil
 	}
 	return nil, fmt.Errorf("[store] driver %q is not sqlite or postgres", cfg.Store.Driver)

@@ -1,5 +1,5 @@
 // Package accdbtest is the conformance suite of accdb.Driver: every ACC
-// store driver (accbridge/accsqlite now, a PostgreSQL driver later) runs
+// store driver (accbridge/accsqlite, accbridge/accpg) runs
 // Exercise from its tests and must pass it unchanged.
 package accdbtest
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/accbridge/accdb"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/gateway"
 )
 
@@ -94,12 +93,12 @@ func runACC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStores(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	st := accsqlite.New(db)
+	st := db.ACC
 	switch sub {
 	case "enroll":
 		if _, ok, err := st.Connector(ctx, *name); err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/selfregsqlite"
+	"github.com/agentgw/agentgw/directory/selfregdb"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -99,10 +99,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sub == "ban" && strings.EqualFold(ep[strings.LastIndexByte(ep, '@')+1:], cfg.XMPP.ComponentDomain) {
 			return usagef("%s is a virtual endpoint below the component domain; ban applies to self-registered endpoints (use deactivate or remove-endpoint)", ep)
 		}
-		if db.SQLite == nil {
-			return fmt.Errorf("admin %s: self-registration records have a SQLite driver only (no PostgreSQL driver yet)", sub)
-		}
-		return adminSelfReg(ctx, sub, ep, *reason, reg, selfregsqlite.New(db.SQLite), stdout)
+		return adminSelfReg(ctx, sub, ep, *reason, reg, db.SelfReg, stdout)
 	case "register":
 		raw, err := os.ReadFile(pos[0])
 		if err != nil {
@@ -194,7 +191,7 @@ func (s storeReferences) VersionReferenced(endpoint, version string) (bool, erro
 }
 
 // adminSelfReg lists, bans and unbans self-registered endpoints.
-func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Registry, st *selfregsqlite.Store, stdout io.Writer) error {
+func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Registry, st selfregdb.Driver, stdout io.Writer) error {
 	switch sub {
 	case "ban":
 		// Ban first: a registration racing the ban must find it.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/store"
 )
 
 // configFlag adds the --config flag every operator command takes.
@@ -19,20 +18,6 @@ func configFlag(fs *flag.FlagSet) *string {
 
 func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
-}
-
-// openStore opens the SQLite store. A command that has only SQLite
-// drivers refuses driver postgres plainly instead of writing a file the
-// gateway does not read; commands with both use openStores.
-func openStore(ctx context.Context, cfg *config.Config) (*store.DB, error) {
-	if cfg.Store.Driver == config.DriverPostgres {
-		return nil, fmt.Errorf(`this command supports only [store] driver = "sqlite" so far`)
-	}
-	db, err := gateway.OpenStore(ctx, cfg.Path(cfg.Store.Path))
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the store: %w", err)
-	}
-	return db, nil
 }
 
 // openStores opens the store [store] driver selects.

@@ -19,6 +19,8 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/accbridge/accdb"
+	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
@@ -98,11 +100,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.Store.Driver == config.DriverPostgres {
 		if st := d.checkPostgres(ctx, cfg); st != nil {
 			defer st.Close()
-			d.bindings = st.Bindings
+			d.bindings, d.accs = st.Bindings, st.ACC
 			d.checkCluster(ctx, cfg, st)
 		}
 	} else if db = d.checkStore(ctx, cfg); db != nil {
 		defer db.Close()
+		d.accs = accsqlite.New(db)
 	}
 	for _, a := range cfg.Agents {
 		d.checkAgent(ctx, cfg, a, db)
@@ -121,6 +124,9 @@ type doctor struct {
 	// bindings is the connector binding driver of a PostgreSQL store
 	// (with SQLite the checks wrap the opened *store.DB).
 	bindings bindingdb.Driver
+	// accs is the ACC store of either driver; nil when the store did not
+	// open (or does not exist yet).
+	accs accdb.Driver
 }
 
 // The status words are padded to one width so the subjects line up.
@@ -424,7 +430,7 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 	case a.OAN != nil:
 		d.checkOAN(ctx, cfg, a, what)
 	case a.ACC != nil:
-		d.checkACC(ctx, cfg, a, db, what)
+		d.checkACC(ctx, cfg, a, d.accs, what)
 	}
 }
 

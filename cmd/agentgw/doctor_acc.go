@@ -5,16 +5,15 @@ import (
 	"crypto/tls"
 
 	"github.com/agentgw/agentgw/accbridge"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
+	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/store"
 )
 
 // checkACC checks an [agents.acc] endpoint: the listener's key material
 // loads and its connector is enrolled and not revoked. Whether the
 // connector is connected is only known to the running gateway.
-func (d *doctor) checkACC(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB, what string) {
+func (d *doctor) checkACC(ctx context.Context, cfg *config.Config, a config.Agent, accs accdb.Driver, what string) {
 	f := gateway.ACCFiles(cfg)
 	if _, err := tls.LoadX509KeyPair(f.Cert, f.Key); err != nil {
 		d.fail(what, "ACC server certificate: %s — run `agentgw acc init`", lastPart(err))
@@ -28,10 +27,10 @@ func (d *doctor) checkACC(ctx context.Context, cfg *config.Config, a config.Agen
 		d.fail(what, "ACC JWT key: %s — run `agentgw acc init`", lastPart(err))
 		return
 	}
-	if db == nil {
-		return
+	if accs == nil {
+		return // no store to read (doctor reported why)
 	}
-	c, ok, err := accsqlite.New(db).Connector(ctx, a.ACC.Connector)
+	c, ok, err := accs.Connector(ctx, a.ACC.Connector)
 	switch {
 	case err != nil:
 		d.fail(what, "cannot read the ACC connectors: %s", lastPart(err))

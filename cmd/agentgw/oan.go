@@ -11,7 +11,6 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 )
 
 func init() {
@@ -114,8 +113,8 @@ func runOAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// The store learns the new key's fingerprint: a revoked or banned
 	// status of the old key no longer applies.
-	if db, err := openStore(ctx, cfg); err == nil {
-		oansqlite.New(db).SetStatus(ctx, ep, oandb.StatusOK, oanbridge.KeyID(key))
+	if db, err := openStores(ctx, cfg); err == nil {
+		db.OAN.SetStatus(ctx, ep, oandb.StatusOK, oanbridge.KeyID(key))
 		db.Close()
 	}
 	who := ""

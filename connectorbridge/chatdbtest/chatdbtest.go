@@ -1,5 +1,5 @@
 // Package chatdbtest is the conformance suite of chatdb.Driver: every chat
-// queue driver (connectorbridge/chatsqlite now, a PostgreSQL driver later)
+// queue driver (connectorbridge/chatsqlite, connectorbridge/chatpg)
 // runs Exercise from its tests and must pass it unchanged.
 package chatdbtest
 

@@ -4,7 +4,7 @@
 // manifests themselves live in the directory store (dirdb) like every
 // other endpoint's.
 //
-// Drivers: directory/selfregsqlite. Conformance: directory/selfregdbtest.
+// Drivers: directory/selfregsqlite, directory/selfregpg. Conformance: directory/selfregdbtest.
 package selfregdb
 
 import (

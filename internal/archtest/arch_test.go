@@ -36,6 +36,8 @@ var tiers = map[string]int{
 	"connectorbridge/wire": 2, "connectorbridge/chatsqlite": 2,
 	// The PostgreSQL drivers beside the SQLite ones.
 	"tasks/taskpg": 2, "directory/dirpg": 2, "federation/grantpg": 2, "connectorbridge/bindingpg": 2,
+	// The PostgreSQL drivers of the stores wave 2 added (issue 19).
+	"connectorbridge/chatpg": 2, "accbridge/accpg": 2, "oanbridge/oanpg": 2, "directory/selfregpg": 2,
 	// The task engine (it pins manifests from the directory), the
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,

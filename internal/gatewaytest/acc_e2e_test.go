@@ -146,8 +146,15 @@ agent_id = "agent-1"
 // connector's directory.
 func prepareACC(t *testing.T) (*Env, string) {
 	t.Helper()
+	return prepareACCOn(t, Options{})
+}
+
+// prepareACCOn is prepareACC with o's store (PostgresDSN, Instance).
+func prepareACCOn(t *testing.T, o Options) (*Env, string) {
+	t.Helper()
 	srv := startServer(t, false)
-	e := Prepare(t, Options{Server: srv, Users: []string{"alice"}, TOML: accTOML(freePort(t), srv.ComponentDomain)})
+	o.Server, o.Users, o.TOML = srv, []string{"alice"}, accTOML(freePort(t), srv.ComponentDomain)
+	e := Prepare(t, o)
 	out := e.Agentgw(0, "acc", "init", "--config", e.ConfigPath)
 	if !strings.Contains(out, "jwt.key") || !strings.Contains(out, "ca.crt") {
 		t.Fatalf("acc init wrote: %s", out)
@@ -336,6 +343,11 @@ func TestACCThroughProsody(t *testing.T) {
 // when the connector comes back; the task never creates a second run.
 func TestACCGatewayKill9(t *testing.T) {
 	e, dir := prepareACC(t)
+	accKill9(t, e, dir)
+}
+
+// accKill9 is TestACCGatewayKill9 on a prepared environment.
+func accKill9(t *testing.T, e *Env, dir string) {
 	ep := "hermes@" + e.Domain
 	gw := e.Serve("gw1")
 	conn := startRefConnector(t, dir, "--heartbeat", "500ms")

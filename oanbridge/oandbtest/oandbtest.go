@@ -1,5 +1,5 @@
 // Package oandbtest is the conformance suite of oandb.Driver: every driver
-// (oansqlite, and a PostgreSQL one later) runs Exercise from its tests.
+// (oansqlite, oanpg) runs Exercise from its tests.
 package oandbtest
 
 import (

@@ -165,3 +165,37 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 	}
 	return n
 }
+
+// An A2A backend (the official JS SDK's server) receives the W3C trace
+// context of the backend-call span of a real invoke through Prosody.
+func TestTelemetryTraceContextToA2A(t *testing.T) {
+	agent := startA2AAgent(t, `{}`)
+	_, c, _, ep := accStart(t, "remote", func(d string) string { return a2aTOML(d, agent.url+"/.well-known/agent-card.json") })
+	rec := recordSpans(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"text":"hello"}`), agentclient.CallOptions{})
+	if err != nil || out.State != "completed" {
+		t.Fatalf("call: %v %+v", err, out)
+	}
+	var backend sdktrace.ReadOnlySpan
+	WaitFor(t, 10*time.Second, "the backend span", func() bool {
+		for _, s := range rec.Ended() {
+			if s.Name() == telemetry.Backend {
+				backend = s
+				return true
+			}
+		}
+		return false
+	})
+	want := backend.SpanContext()
+	agent.mu.Lock()
+	got := append([]string(nil), agent.traceparents...)
+	agent.mu.Unlock()
+	for _, tp := range got {
+		if m := traceparentRe.FindStringSubmatch(tp); m != nil && m[1] == want.TraceID().String() && m[2] == want.SpanID().String() {
+			return
+		}
+	}
+	t.Fatalf("the A2A agent received %q, want trace %s parent %s", got, want.TraceID(), want.SpanID())
+}

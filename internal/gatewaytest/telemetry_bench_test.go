@@ -21,8 +21,8 @@ type stageRecorder struct {
 }
 
 func (r *stageRecorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-func (r *stageRecorder) Shutdown(context.Context) error                 { return nil }
-func (r *stageRecorder) ForceFlush(context.Context) error               { return nil }
+func (r *stageRecorder) Shutdown(context.Context) error                  { return nil }
+func (r *stageRecorder) ForceFlush(context.Context) error                { return nil }
 
 func (r *stageRecorder) OnEnd(s sdktrace.ReadOnlySpan) {
 	key := stageKey(s)

@@ -122,7 +122,7 @@ func TestStageBreakdown(t *testing.T) {
 	}
 	out := renderStages(res)
 	for _, want := range []string{"## Latency breakdown (issue 23)", "| admission commit: the task and its replay record, durable (group commit, fsync) | 1.59 ms | 16.4 ms |",
-		"backend call: the MCP `tools/call` over stdio to server-everything | 4.49 ms | 26.3 ms |", "| stanza decode", "not measured"} {
+		"backend call: the MCP `tools/call` over stdio to server-everything, including the wait for its result's commit | 4.49 ms | 26.3 ms |", "| stanza decode", "not measured"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("breakdown lacks %q:\n%s", want, out)
 		}

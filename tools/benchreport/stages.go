@@ -17,7 +17,7 @@ var stages = []struct{ key, what string }{
 	{"admission-commit", "admission commit: the task and its replay record, durable (group commit, fsync)"},
 	{"dispatch", "dispatch: accepted → running committed, to the backend's launch"},
 	{"transition-running", "transition commit accepted → running (revision + event, durable)"},
-	{"backend", "backend call: the MCP `tools/call` over stdio to server-everything"},
+	{"backend", "backend call: the MCP `tools/call` over stdio to server-everything, including the wait for its result's commit"},
 	{"transition-completed", "transition commit running → completed (revision + event, durable)"},
 	{"event-status", "event encode and send: the `running` status message queued"},
 	{"event-completed", "event encode and send: the `completed` message queued"},

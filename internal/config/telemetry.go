@@ -11,7 +11,7 @@ type Telemetry struct {
 	// OTLP/HTTP to OTLPEndpoint.
 	Traces string `toml:"traces"`
 	// OTLPEndpoint is the collector's OTLP/HTTP URL, e.g.
-	// "http://localhost:4318" (the exporter adds /v1/traces).
+	// "http://localhost:4318" (no path: /v1/traces is added; a URL with a path is used as it is).
 	OTLPEndpoint string `toml:"otlp_endpoint"`
 	// ServiceName is the service.name resource attribute. Default "agentgw".
 	ServiceName string `toml:"service_name"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -14,8 +15,8 @@ import (
 // Options configure the OTLP exporter ([telemetry] in the config).
 type Options struct {
 	// Endpoint is the collector's OTLP/HTTP base URL, e.g.
-	// "http://localhost:4318" (the exporter appends /v1/traces) or a full
-	// URL ending in /v1/traces.
+	// "http://localhost:4318" (a URL without a path gets /v1/traces) or
+	// a full URL such as "https://collector.example/otlp/v1/traces".
 	Endpoint string
 	// ServiceName is the service.name resource attribute.
 	ServiceName string
@@ -31,7 +32,15 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 	if o.Endpoint == "" {
 		return nil, errors.New("telemetry: otlp_endpoint is required")
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(o.Endpoint))
+	u, err := url.Parse(o.Endpoint)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("telemetry: otlp_endpoint is not a URL with a host")
+	}
+	if u.Path == "" || u.Path == "/" {
+		// A collector's base URL: the traces path of OTLP/HTTP.
+		u.Path = "/v1/traces"
+	}
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u.String()))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 	}

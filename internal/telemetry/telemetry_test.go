@@ -164,3 +164,42 @@ func BenchmarkStageOn(b *testing.B) {
 		sp.End()
 	}
 }
+
+// Setup exports spans over OTLP/HTTP to a real HTTP receiver, and its
+// shutdown flushes them and turns tracing off.
+func TestSetupExportsOverOTLPHTTP(t *testing.T) {
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get("Content-Type")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	shutdown, err := Setup(context.Background(), Options{Endpoint: srv.URL, ServiceName: "agentgw-test", SampleRatio: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Enabled() {
+		t.Fatal("Setup did not turn tracing on")
+	}
+	_, sp := Start(context.Background(), Stanza)
+	sp.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if Enabled() {
+		t.Fatal("tracing still on after shutdown")
+	}
+	select {
+	case r := <-got:
+		if r != "POST /v1/traces application/x-protobuf" {
+			t.Fatalf("collector received %q", r)
+		}
+	default:
+		t.Fatal("no export reached the collector")
+	}
+	if _, err := Setup(context.Background(), Options{}); err == nil {
+		t.Fatal("Setup without an endpoint succeeded")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/telemetry"
 )
 
@@ -198,4 +200,43 @@ func TestTelemetryTraceContextToA2A(t *testing.T) {
 		}
 	}
 	t.Fatalf("the A2A agent received %q, want trace %s parent %s", got, want.TraceID(), want.SpanID())
+}
+
+// [telemetry] traces = "otlp" in the config: the gateway exports the spans
+// of a real call to an OTLP/HTTP receiver, and flushes them when it stops.
+func TestTelemetryOTLPFromConfig(t *testing.T) {
+	var mu sync.Mutex
+	var posts []string
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+	}))
+	defer col.Close()
+	t.Cleanup(func() { telemetry.Use(nil) })
+	e := Start(t, Options{Users: []string{"alice"}, TOML: EverythingTOML(t, "everything", "agents.example.test"),
+		Mutate: func(c *config.Config) {
+			c.Telemetry.Traces, c.Telemetry.OTLPEndpoint = config.TracesOTLP, col.URL
+		}})
+	c := e.Dial("alice")
+	ep := e.Endpoint("everything")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	WaitFor(t, 60*time.Second, "the echo tool", func() bool { _, err := c.Pin(ctx, ep, "echo"); return err == nil })
+	if !telemetry.Enabled() {
+		t.Fatal("tracing is not on")
+	}
+	out, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"message":"hello"}`), agentclient.CallOptions{})
+	if err != nil || out.State != "completed" {
+		t.Fatalf("call: %v %+v", err, out)
+	}
+	e.StopGateway()
+	if telemetry.Enabled() {
+		t.Error("tracing still on after the gateway stopped")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) == 0 || posts[0] != "POST /v1/traces" {
+		t.Fatalf("the collector received %q", posts)
+	}
 }

@@ -288,8 +288,12 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		b.delta++
 		b.admitted(t)
 		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
+		if telemetry.Enabled() {
+			// Before the dispatch below: the task's later stages are
+			// children of this call.
+			b.onCommit(func() { telemetry.Bind(ctx, id) })
+		}
 		b.onCommit(func() {
-			telemetry.Bind(ctx, id) // the task's later stages are children of this call
 			e.armDeadline(id, dls, at)
 			if !e.holdDispatch.Load() {
 				e.submitDurable(func(b *batch) error { return b.dispatch(id) })

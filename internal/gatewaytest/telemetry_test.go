@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ func recordSpans(t testing.TB) *tracetest.SpanRecorder {
 	t.Cleanup(func() { telemetry.Use(nil) })
 	return rec
 }
+
+// spanArg is the echo argument that no span may carry.
+const spanArg = "span-arg-Z7Q4"
 
 var traceparentRe = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$`)
 
@@ -77,7 +81,7 @@ func TestTelemetrySpansOfOneInvoke(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"message":"hello"}`), agentclient.CallOptions{})
+	out, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"message":"`+spanArg+`"}`), agentclient.CallOptions{})
 	if err != nil || out.State != "completed" {
 		t.Fatalf("call: %v %+v", err, out)
 	}
@@ -95,6 +99,17 @@ func TestTelemetrySpansOfOneInvoke(t *testing.T) {
 		return false
 	})
 
+	// Spans carry identifiers, never the call's arguments or result.
+	for _, sp := range spans {
+		for _, a := range sp.Attributes() {
+			if strings.Contains(a.Value.Emit(), spanArg) {
+				t.Errorf("span %s attribute %s carries the argument", sp.Name(), a.Key)
+			}
+		}
+		if strings.Contains(sp.Status().Description, spanArg) || strings.Contains(sp.Name(), spanArg) {
+			t.Errorf("span %s carries the argument", sp.Name())
+		}
+	}
 	// The invoke's own stanza span is the one the admission hangs from.
 	var root sdktrace.ReadOnlySpan
 	for _, s := range spans {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -112,7 +113,7 @@ func New(o Options) (*Backend, error) {
 	}
 	// The agent lives at the card's host: nothing is sent elsewhere, not
 	// even through a redirect, and no response is read unbounded.
-	hc.Transport = boundedTransport{next: base, max: o.MaxResponseBytes}
+	hc.Transport = boundedTransport{next: telemetry.Transport(base), max: o.MaxResponseBytes}
 	hc.CheckRedirect = sameHost
 	return &Backend{
 		o: o, log: o.Logger, http: hc,

@@ -69,7 +69,7 @@ type Component struct {
 	queue chan outItem
 	prio  chan outItem // keepalive pings jump the queue
 
-	iqIn   chan *xmltree.Element   // IQ get/set: any worker
+	iqIn   chan inIQ               // IQ get/set: any worker
 	shards []chan *xmltree.Element // messages and presence: one worker per sender keeps their order
 
 	state     atomic.Int32
@@ -115,7 +115,7 @@ func New(cfg Config, r *Router) *Component {
 		pending: newPendingTable(cfg.Domain, cfg.ServerDomain),
 		queue:   make(chan outItem, cfg.QueueSize),
 		prio:    make(chan outItem, 4),
-		iqIn:    make(chan *xmltree.Element, cfg.Workers*16),
+		iqIn:    make(chan inIQ, cfg.Workers*16),
 		shards:  make([]chan *xmltree.Element, cfg.Workers),
 		ready:   make(chan struct{}),
 	}

@@ -11,6 +11,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
 
@@ -24,16 +25,22 @@ func (c *Component) handler(runCtx, connCtx context.Context) xmpp.Handler {
 			return nil // mellium skips the rest of the element
 		}
 		c.received.Add(1)
+		tctx, sp := telemetry.Start(context.Background(), telemetry.Stanza)
+		_, dsp := telemetry.Start(tctx, telemetry.Decode)
 		el, err := xmltree.Decode(r, *start, c.limits)
+		dsp.End()
 		if errors.Is(err, xmltree.ErrLimit) {
 			// mellium drains the rest of the element after we return.
+			sp.Fail("stanza exceeds the size limit")
+			sp.End()
 			c.rejectOversize(runCtx, connCtx, start)
 			return nil
 		}
 		if err != nil {
+			sp.End()
 			return err
 		}
-		c.route(runCtx, connCtx, el)
+		c.route(runCtx, connCtx, el, sp)
 		return nil
 	})
 }
@@ -42,26 +49,38 @@ func isStanza(local string) bool {
 	return local == "iq" || local == "message" || local == "presence"
 }
 
+// inIQ is an IQ get or set queued for the workers, with the span of its
+// handling (the zero Span when tracing is off).
+type inIQ struct {
+	el *xmltree.Element
+	sp telemetry.Span
+}
+
 // route correlates IQ answers at once and queues everything else for the
 // workers. Queueing blocks when the workers are behind, which stops reading
 // and pushes back on the server.
-func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element) {
+func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element, sp telemetry.Span) {
 	var ch chan *xmltree.Element
+	sp.Str(telemetry.AttrStanza, el.Name.Local)
 	if el.Name.Local == "iq" {
 		switch el.AttrValue("type") {
 		case "result", "error":
+			sp.End()
 			from, err := c.parseFrom(el.AttrValue("from"))
 			if err != nil || !c.pending.resolve(el.AttrValue("id"), from, el) {
 				c.log.Debug("component: dropped an IQ answer nobody waits for")
 			}
 			return
 		case "get", "set":
-			ch = c.iqIn
+			c.queueIQ(runCtx, connCtx, inIQ{el: el, sp: sp})
+			return
 		default:
+			sp.End()
 			c.log.Debug("component: dropped an IQ without a valid type")
 			return
 		}
 	} else {
+		sp.End() // a message or presence: the span covers its decode
 		h := fnv.New32a()
 		h.Write([]byte(el.AttrValue("from")))
 		ch = c.shards[h.Sum32()%uint32(len(c.shards))]
@@ -82,6 +101,27 @@ func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element) 
 	case ch <- el:
 	case <-runCtx.Done():
 	case <-connCtx.Done():
+	}
+}
+
+// queueIQ is route's queueing for IQ get and set.
+func (c *Component) queueIQ(runCtx, connCtx context.Context, in inIQ) {
+	select {
+	case c.iqIn <- in:
+		return
+	default:
+	}
+	c.readerBlocked.Store(true)
+	defer func() {
+		c.lastIn.Store(c.clk.Now().UnixNano())
+		c.readerBlocked.Store(false)
+	}()
+	select {
+	case c.iqIn <- in:
+	case <-runCtx.Done():
+		in.sp.End()
+	case <-connCtx.Done():
+		in.sp.End()
 	}
 }
 
@@ -151,8 +191,9 @@ func (c *Component) worker(ctx context.Context, shard chan *xmltree.Element) {
 		select {
 		case <-ctx.Done():
 			return
-		case el := <-c.iqIn:
-			c.serveIQ(ctx, el)
+		case in := <-c.iqIn:
+			c.serveIQ(in.sp.Context(ctx), in.el)
+			in.sp.End()
 		case el := <-shard:
 			c.serveOther(ctx, el)
 		}

@@ -330,6 +330,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return nil
 	})
 	goRun("metrics state", g.watchComponent)
+	if stop := g.startTelemetry(ctx); stop != nil {
+		defer stop()
+	}
 	goRun("messaging", g.Messaging.Run)
 	if addr := g.cfg.Metrics.Listen; addr != "" {
 		goRun("metrics server", func(ctx context.Context) error { return g.Metrics.Serve(ctx, addr) })

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentgw/agentgw/internal/procsec"
+	"github.com/agentgw/agentgw/internal/telemetry"
 )
 
 // inheritedEnv is what a stdio server inherits from the gateway's
@@ -314,7 +315,8 @@ func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
 	b.setSecrets(secrets)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	client := &http.Client{
-		Transport: &httpTap{base: base, headers: h, tap: tp},
+		// The W3C trace context of each call goes along (docs/telemetry.md).
+		Transport: &httpTap{base: telemetry.Transport(base), headers: h, tap: tp},
 		// Headers carry credentials; a redirect must not take them
 		// elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

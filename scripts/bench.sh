@@ -66,6 +66,10 @@ bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
 # Echo end to end through XMPP, MCP and connector, against direct calls.
 bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
+# The latency breakdown of the echo call from its OpenTelemetry spans, and
+# the cost of the instrumentation with tracing off (issue 23).
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkMCPEchoStages$' -benchtime 1x
+bench internal/telemetry 2m -run '^$' -bench 'BenchmarkStageOffVsBare$' -benchtime 3000x
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x

@@ -16,6 +16,7 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -119,18 +120,26 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 	}
 
 	// Authorization of endpoint and exact tool, before anything is revealed.
+	_, asp := telemetry.Start(ctx, telemetry.Authorize)
 	dir := e.cfg.Directory
 	if e.cfg.Policy == nil || !e.cfg.Policy.CanInvoke(inv.Caller, inv.Endpoint) || !dir.Exists(inv.Endpoint) {
+		asp.Fail("endpoint")
+		asp.End()
 		return Accepted{}, reject(ErrNotFound, "endpoint")
 	}
 	m, ok := dir.Manifest(inv.Endpoint, inv.APIVersion)
 	if !ok {
+		asp.Fail("version")
+		asp.End()
 		return Accepted{}, reject(ErrNotFound, "version")
 	}
 	tool, ok := m.Tool(inv.Tool)
 	if !ok || !e.toolAuthorized(inv.Caller, inv.Endpoint, tool) {
+		asp.Fail("tool")
+		asp.End()
 		return Accepted{}, reject(ErrNotFound, "tool")
 	}
+	asp.End()
 
 	if inv.MediaType != ns.MediaJSON {
 		return Accepted{}, reject(ErrNotAcceptable, "arguments media type")
@@ -204,6 +213,8 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		acc    Accepted
 		result error
 	)
+	_, csp := telemetry.Start(ctx, telemetry.AdmitCommit)
+	defer csp.End()
 	err = e.do(func(b *batch) error {
 		// A rejection below is final only when the request is not a
 		// replay; the lookup is skipped on the common path, where the
@@ -277,6 +288,11 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		b.delta++
 		b.admitted(t)
 		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
+		if telemetry.Enabled() {
+			// Before the dispatch below: the task's later stages are
+			// children of this call.
+			b.onCommit(func() { telemetry.Bind(ctx, id) })
+		}
 		b.onCommit(func() {
 			e.armDeadline(id, dls, at)
 			if !e.holdDispatch.Load() {

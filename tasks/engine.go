@@ -14,6 +14,7 @@ import (
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -664,7 +665,13 @@ func (e *Engine) notifyLoop() {
 		closed := e.nclosed
 		e.nmu.Unlock()
 		for _, ev := range evs {
+			_, sp := telemetry.StartTask(context.Background(), ev.TaskID, telemetry.EventSend)
+			sp.Str(telemetry.AttrEvent, string(ev.Type))
 			e.cfg.Notifier.Notify(ev)
+			sp.End()
+			if ev.Type == agentproto.EventCompleted || ev.Type == agentproto.EventFailed || ev.Type == agentproto.EventCancelled {
+				telemetry.Forget(ev.TaskID)
+			}
 		}
 		if len(evs) > 0 {
 			continue

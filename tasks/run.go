@@ -10,6 +10,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -81,7 +82,9 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 				r.settleFailure(Failure{Code: agentproto.CodeInternalError, Message: "The tool failed unexpectedly."})
 			}
 		}()
-		backend.Execute(ctx, call, r)
+		bctx, bsp := telemetry.StartTask(ctx, call.TaskID, telemetry.Backend)
+		backend.Execute(bctx, call, r)
+		bsp.End()
 		if !r.settled() && !e.closing.Load() {
 			// An executor must settle; nothing is silently dropped.
 			r.settleFailure(Failure{Code: agentproto.CodeInternalError, Message: "The tool ended without a result."})
@@ -92,6 +95,9 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 // finished releases a settled task's resources, after commit.
 func (e *Engine) finished(id string, state agentproto.State) {
 	e.disarmDeadline(id)
+	if e.cfg.Notifier == nil {
+		telemetry.Forget(id) // else after its last event (notifyLoop)
+	}
 	e.mu.Lock()
 	r := e.runs[id]
 	delete(e.runs, id)

@@ -1,10 +1,12 @@
 package tasks
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -25,6 +27,12 @@ func (b *batch) commit(t *taskdb.Task, from []agentproto.State, typ agentproto.E
 	now := b.now()
 	next := *t
 	mutate(&next)
+	if telemetry.Enabled() {
+		// Ends when the batch is durable; a rolled-back one is dropped.
+		_, sp := telemetry.StartTask(context.Background(), t.ID, telemetry.Transition)
+		sp.Str(telemetry.AttrState, string(next.State))
+		b.onCommit(sp.End)
+	}
 	next.Revision = t.Revision + 1
 	next.Updated = now
 	ok, err := b.tx.UpdateTask(&next, t.Revision, from...)
@@ -161,8 +169,14 @@ func (b *batch) dispatchTask(id string) (dispatchOutcome, string, error) {
 	return out, t.Endpoint, err
 }
 
-func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
+func (b *batch) dispatchLoaded(t *taskdb.Task) (out dispatchOutcome, err error) {
 	id := t.ID
+	_, dsp := telemetry.StartTask(context.Background(), id, telemetry.Dispatch)
+	defer func() {
+		if out != dispatchStarted || err != nil {
+			dsp.End() // a started dispatch ends when the backend is launched
+		}
+	}()
 	if done, err := b.expireIfDue(t); done || err != nil {
 		return dispatchOther, err
 	}
@@ -212,7 +226,7 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (dispatchOutcome, error) {
 	if t.Deadline != "" {
 		call.Deadline = t.DeadlineAt
 	}
-	b.onCommit(func() { b.e.launch(call, backend, tool) })
+	b.onCommit(func() { dsp.End(); b.e.launch(call, backend, tool) })
 	return dispatchStarted, nil
 }
 

@@ -24,6 +24,7 @@ var tiers = map[string]int{
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
 	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
 	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/httpauth": 0, "internal/pgstore": 0,
+	"internal/telemetry": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,

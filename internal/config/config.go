@@ -30,6 +30,8 @@ type Config struct {
 	ACC       *ACC      `toml:"acc"`
 	Messaging Messaging `toml:"messaging"`
 	Cluster   Cluster   `toml:"cluster"`
+	// Telemetry is OpenTelemetry tracing; off by default.
+	Telemetry Telemetry `toml:"telemetry"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -309,6 +311,7 @@ func dirOf(path string) string {
 }
 
 func (c *Config) applyDefaults() {
+	c.Telemetry.applyDefaults()
 	if c.XMPP.PingIntervalSeconds == 0 {
 		c.XMPP.PingIntervalSeconds = 60
 	}
@@ -585,6 +588,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateACC(add)
 	errs = append(errs, c.Messaging.validate()...)
+	errs = append(errs, c.Telemetry.validate()...)
 	switch st := c.Store; st.Driver {
 	case "", DriverSQLite:
 		if st.DSNEnv != "" || st.DSNFile != "" {

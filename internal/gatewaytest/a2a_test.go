@@ -22,6 +22,8 @@ type a2aAgent struct {
 	url  string
 	mu   sync.Mutex
 	exec map[string]int // skill → executions
+	// traceparents are the W3C trace contexts received on /rpc.
+	traceparents []string
 }
 
 func (a *a2aAgent) count(skill string) int {
@@ -63,6 +65,10 @@ func startA2AAgent(t *testing.T, opts string) *a2aAgent {
 			switch {
 			case len(f) == 2 && f[0] == "listening":
 				port <- f[1]
+			case len(f) == 2 && f[0] == "traceparent":
+				a.mu.Lock()
+				a.traceparents = append(a.traceparents, f[1])
+				a.mu.Unlock()
 			case len(f) == 3 && f[0] == "exec":
 				a.mu.Lock()
 				a.exec[f[1]]++

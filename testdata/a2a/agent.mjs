@@ -95,4 +95,9 @@ if (opts.mode === 'redirect-card') {
 } else {
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: async () => card(), legacyCompat: { enabled: true } }));
 }
+// The W3C trace context the gateway sends, for the telemetry test.
+app.use('/rpc', (req, res, next) => {
+  if (req.headers.traceparent) console.log('traceparent ' + req.headers.traceparent);
+  next();
+});
 app.use('/rpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat: { enabled: true } }));

@@ -126,6 +126,7 @@ func render(outcomes []Outcome, res *Results, dir string, mc Machine) string {
 		}
 		w("| %s | %s | %s | %s | %s | %s |\n", cell(o.Scenario), cell(fig), cell(base), o.ratioText(), cell(target), met)
 	}
+	w("%s", renderStages(res))
 
 	byID := map[string]Outcome{}
 	for _, o := range outcomes {

@@ -113,3 +113,25 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
 		t.Error("a caller-side function is named as a suspect")
 	}
 }
+
+func TestStageBreakdown(t *testing.T) {
+	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/internal/gatewaytest\n" +
+		"BenchmarkMCPEchoStages-2   	       1	5992065775 ns/op	         1.593 admission-commit-p50-ms	        16.43 admission-commit-p99-ms	  4.492 backend-p50-ms	        26.33 backend-p99-ms	 2.0 p50-ms	 2.2 traced-p50-ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renderStages(res)
+	for _, want := range []string{"## Latency breakdown (issue 23)", "| admission commit: the task and its replay record, durable (group commit, fsync) | 1.59 ms | 16.4 ms |",
+		"backend call: the MCP `tools/call` over stdio to server-everything, including the wait for its result's commit | 4.49 ms | 26.3 ms |", "| stanza decode", "not measured"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("breakdown lacks %q:\n%s", want, out)
+		}
+	}
+	for _, r := range Rows() {
+		if r.ID == "stages-traced" {
+			if o := r.evaluate(res); !o.HasRatio || o.Ratio != 1.1 {
+				t.Errorf("traced/off ratio %v", o.Ratio)
+			}
+		}
+	}
+}

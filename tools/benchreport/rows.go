@@ -229,7 +229,7 @@ func Rows() []Row {
 	chainDefault := "BenchmarkEchoFullChainVsDirect/prosody-default"
 	admProf := &Profile{Pkg: gwt, Bench: "BenchmarkAdmission$", Benchtime: "5s"}
 	mcpProf := &Profile{Pkg: gwt, Bench: "BenchmarkMCPEcho$", Benchtime: "1x"}
-	return []Row{
+	return append([]Row{
 		// Admission.
 		{ID: "admission-rate", Scenario: "Admission: durable invokes accepted/s through Prosody (64 in flight; the echo tasks then run to completion)",
 			Figure: m(gwt, "BenchmarkAdmission", "admissions/s"), Baseline: mp(gwt, "BenchmarkAdmissionBaseline", "admissions/s"),
@@ -379,7 +379,7 @@ func Rows() []Row {
 			Figure: m(gwt, "BenchmarkRecovery", "state-p99-ms")},
 		{ID: "rec-unsettled", Scenario: "Recovery: tasks still unsettled once ready (all 10,000 must be settled interrupted)",
 			Figure: m(gwt, "BenchmarkRecovery", "unsettled-after")},
-	}
+	}, stageRows()...)
 }
 
 func ptr(m Metric) *Metric { return &m }

@@ -74,27 +74,14 @@ func storedAgent(row dirdb.Version) (name, title string, err error) {
 		return "", "", errors.New("stored bytes do not match the stored hash")
 	}
 	var a struct{ JID, Name, Title, Version string }
-	dec := json.NewDecoder(bytes.NewReader(row.Canonical))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", "", errors.New("stored bytes are not a JSON object")
-	}
 	found := false
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", "", errors.New("stored bytes are not valid JSON")
+	if obj := leadingAgent(row.Canonical); obj != nil {
+		if err := json.Unmarshal(obj, &a); err != nil {
+			return "", "", errors.New("stored agent object does not decode")
 		}
-		if t == "agent" {
-			if err := dec.Decode(&a); err != nil {
-				return "", "", errors.New("stored agent object does not decode")
-			}
-			found = true
-			break
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", "", errors.New("stored bytes are not valid JSON")
-		}
+		found = true
+	} else if found, err = agentByTokens(row.Canonical, &a); err != nil {
+		return "", "", err
 	}
 	// encoding/json matches keys case-insensitively; canonical bytes from
 	// the validator carry exactly these keys, and the full parse on use
@@ -103,4 +90,60 @@ func storedAgent(row dirdb.Version) (name, title string, err error) {
 		return "", "", errors.New("stored bytes do not match the stored key")
 	}
 	return a.Name, a.Title, nil
+}
+
+// leadingAgent returns the agent object of canonical bytes that begin with
+// it, as RFC 8785 ordering puts it ("agent" sorts before every other
+// top-level key of the schema), or nil. It only finds the object's end,
+// honouring strings and escapes; json.Unmarshal validates the span.
+func leadingAgent(c []byte) []byte {
+	const prefix = `{"agent":{`
+	if !bytes.HasPrefix(c, []byte(prefix)) {
+		return nil
+	}
+	start := len(prefix) - 1
+	depth, inStr := 0, false
+	for i := start; i < len(c); i++ {
+		switch ch := c[i]; {
+		case inStr && ch == '\\':
+			i++
+		case ch == '"':
+			inStr = !inStr
+		case inStr:
+		case ch == '{' || ch == '[':
+			depth++
+		case ch == '}' || ch == ']':
+			depth--
+			if depth == 0 {
+				return c[start : i+1]
+			}
+		}
+	}
+	return nil
+}
+
+// agentByTokens finds the top-level agent object with a token decoder,
+// for bytes whose first key is not "agent".
+func agentByTokens(c []byte, a any) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(c))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false, errors.New("stored bytes are not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false, errors.New("stored bytes are not valid JSON")
+		}
+		if t == "agent" {
+			if err := dec.Decode(a); err != nil {
+				return false, errors.New("stored agent object does not decode")
+			}
+			return true, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false, errors.New("stored bytes are not valid JSON")
+		}
+	}
+	return false, nil
 }

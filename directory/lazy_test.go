@@ -145,3 +145,44 @@ func TestStoredMismatchLeftOut(t *testing.T) {
 		})
 	}
 }
+
+// TestStoredAgentPaths: the fast scan of a leading agent object and the
+// token decoder agree, including strings holding braces, quotes and
+// escapes, and a document whose first key is not "agent".
+func TestStoredAgentPaths(t *testing.T) {
+	for _, doc := range []string{
+		minimal("a@agents.example", "1", `,"title":"Braces } { and \"quotes\" and \\ back"`),
+		minimal("b@agents.example", "2", `,"title":"Stra\u00dfe ]]"`),
+		minimal("c@agents.example", "3", ""),
+	} {
+		m, err := ParseManifest([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := dirdb.Version{Endpoint: m.Endpoint, Version: m.Version, Hash: m.Hash, Canonical: m.Canonical}
+		name, title, err := storedAgent(row)
+		if err != nil || name != m.Agent.Name || title != m.Agent.Title {
+			t.Fatalf("storedAgent = %q %q %v; want %q %q", name, title, err, m.Agent.Name, m.Agent.Title)
+		}
+		if leadingAgent(m.Canonical) == nil {
+			t.Fatal("canonical bytes do not begin with the agent object")
+		}
+		var a struct{ JID, Name, Title, Version string }
+		if ok, err := agentByTokens(m.Canonical, &a); !ok || err != nil || a.Title != m.Agent.Title || a.JID != m.Endpoint {
+			t.Fatalf("agentByTokens = %v %v %+v", ok, err, a)
+		}
+	}
+	// Not led by "agent": the token path still finds it.
+	doc := []byte(`{"aaa":[1,{"x":"}"}],"agent":{"jid":"d@agents.example","name":"d","version":"1"}}`)
+	if leadingAgent(doc) != nil {
+		t.Fatal("leadingAgent accepted a document led by another key")
+	}
+	var a struct{ JID, Name, Title, Version string }
+	if ok, err := agentByTokens(doc, &a); !ok || err != nil || a.Name != "d" {
+		t.Fatalf("agentByTokens = %v %v %+v", ok, err, a)
+	}
+	// Truncated bytes are refused, never half-read.
+	if leadingAgent([]byte(`{"agent":{"jid":"x@y"`)) != nil {
+		t.Fatal("a truncated agent object was accepted")
+	}
+}

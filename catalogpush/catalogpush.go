@@ -129,14 +129,28 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
+// activeVersioner is the optional Reader method *directory.Registry has.
+type activeVersioner interface {
+	ActiveVersion(endpoint string) (version, hash string, ok bool)
+}
+
 // snapshot reads every endpoint's active version.
 func (s *Service) snapshot() map[string]active {
 	out := map[string]active{}
 	all := func(string) bool { return true }
 	q := directory.PageQuery{Max: 1000, Index: -1}
+	// A Registry answers version and hash from its index; Active would
+	// parse every manifest of a large directory on each scan.
+	av, _ := s.d.Reader.(activeVersioner)
 	for {
 		p := s.d.Reader.List(all, q)
 		for _, e := range p.Items {
+			if av != nil {
+				if v, h, ok := av.ActiveVersion(e.JID); ok {
+					out[e.JID] = active{v, h}
+				}
+				continue
+			}
 			if m, ok := s.d.Reader.Active(e.JID); ok {
 				out[e.JID] = active{m.Version, m.Hash}
 			}

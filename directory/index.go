@@ -15,6 +15,11 @@ const (
 
 // snapshot is an immutable view of the directory. Readers load it with one
 // atomic pointer read and never lock; writers build a new one and swap it.
+//
+// It is compact on purpose (issue 23, directory scale): per version only
+// the key, hash, agent name and title; the parsed manifest only where the
+// driver cannot read one version back (m != nil), otherwise it is loaded
+// on demand through the Registry's bounded cache.
 type snapshot struct {
 	gen       int64
 	endpoints map[string]*endpointIndex
@@ -22,20 +27,43 @@ type snapshot struct {
 	// Endpoints with an active version, ordered octetwise by bare JID
 	// (Go string order), as parallel slices for a tight scan.
 	jids    []string
-	actives []*Manifest
+	actives []*verRef
 	entries []Entry
 	folds   [][3]string // case-folded localpart, agent.name, agent.title
 }
 
+// verRef is one registered version in the index.
+type verRef struct {
+	version, hash string
+	name, title   string    // agent.name, agent.title
+	m             *Manifest // resident manifest; nil when loaded on demand
+}
+
+func (v *verRef) displayName() string {
+	if v.title != "" {
+		return v.title
+	}
+	return v.name
+}
+
 type endpointIndex struct {
-	versions map[string]*Manifest
-	active   *Manifest
+	versions []*verRef // few per endpoint: a scan beats a map
+	active   *verRef
+}
+
+func (e *endpointIndex) version(v string) *verRef {
+	for _, r := range e.versions {
+		if r.version == v {
+			return r
+		}
+	}
+	return nil
 }
 
 var emptySnapshot = &snapshot{endpoints: map[string]*endpointIndex{}}
 
 // buildList fills the ordered slices, reusing old's folded strings for
-// unchanged active manifests.
+// unchanged active versions.
 func (s *snapshot) buildList(old *snapshot) {
 	for jid, e := range s.endpoints {
 		if e.active != nil {
@@ -44,20 +72,28 @@ func (s *snapshot) buildList(old *snapshot) {
 	}
 	sort.Strings(s.jids)
 	n := len(s.jids)
-	s.actives = make([]*Manifest, n)
+	s.actives = make([]*verRef, n)
 	s.entries = make([]Entry, n)
 	s.folds = make([][3]string, n)
 	folder := cases.Fold()
+	fold := func(x string) string {
+		// Share the string when folding leaves it as it is (the usual
+		// lower-case localpart and name).
+		if f := folder.String(x); f != x {
+			return f
+		}
+		return x
+	}
 	for i, jid := range s.jids {
-		m := s.endpoints[jid].active
-		s.actives[i] = m
-		s.entries[i] = Entry{JID: jid, Name: m.DisplayName()}
-		if j := old.find(jid); j >= 0 && old.actives[j] == m {
+		v := s.endpoints[jid].active
+		s.actives[i] = v
+		s.entries[i] = Entry{JID: jid, Name: v.displayName()}
+		if j := old.find(jid); j >= 0 && old.actives[j] == v {
 			s.folds[i] = old.folds[j]
 			continue
 		}
 		local, _, _ := strings.Cut(jid, "@")
-		s.folds[i] = [3]string{folder.String(local), folder.String(m.Agent.Name), folder.String(m.Agent.Title)}
+		s.folds[i] = [3]string{fold(local), fold(v.name), fold(v.title)}
 	}
 }
 

@@ -26,6 +26,11 @@ type Registry struct {
 	store dirdb.Driver
 	log   *slog.Logger
 
+	// With a Fetcher the index holds no manifests; they are parsed on use
+	// and kept in cache (nil when every manifest is resident).
+	fetch dirdb.Fetcher
+	cache *manifestCache
+
 	snap atomic.Pointer[snapshot]
 
 	writeMu sync.Mutex // serializes this process's admin writes
@@ -57,14 +62,23 @@ func NewRegistry(ctx context.Context, d dirdb.Driver, log *slog.Logger) (*Regist
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Registry{store: d, log: log}
+	if f, ok := d.(dirdb.Fetcher); ok {
+		r.fetch = f
+		r.cache = newManifestCache(ManifestCacheSize)
+	}
 	r.snap.Store(emptySnapshot)
 	// The first load parses every stored manifest, and with the default
 	// GOGC the garbage of a large directory roughly doubles the process's
 	// footprint, which the runtime then returns to the OS only slowly.
 	// Collect harder while loading, and hand the garbage back afterwards.
-	gc := debug.SetGCPercent(20)
+	// Over a Fetcher the load keeps only the compact index and its garbage
+	// is one row's bytes at a time, so the default pacing is cheaper: at 20
+	// the collector ran every few MB and dominated a 100,000-endpoint start.
+	if r.fetch == nil {
+		gc := debug.SetGCPercent(20)
+		defer debug.SetGCPercent(gc)
+	}
 	_, err := r.refresh(ctx, nil)
-	debug.SetGCPercent(gc)
 	debug.FreeOSMemory()
 	if err != nil {
 		return nil, err
@@ -151,36 +165,55 @@ func (r *Registry) Watch(ctx context.Context, every time.Duration) {
 	}
 }
 
-// refresh rebuilds the snapshot from the store, reusing every manifest the
-// current snapshot (or fresh) already holds: a version's content never
-// changes, so only new versions are read and parsed. It reports whether the
+// refresh rebuilds the snapshot from the store, reusing every version the
+// current snapshot (or fresh) already describes: a version's content never
+// changes, so only new versions are read. It reports whether the
 // generation moved.
 func (r *Registry) refresh(ctx context.Context, fresh *Manifest) (bool, error) {
 	r.loadMu.Lock()
 	defer r.loadMu.Unlock()
 	old := r.snap.Load()
-	have := func(endpoint, version, hash string) *Manifest {
+	var freshRef *verRef
+	if fresh != nil {
+		freshRef = &verRef{version: fresh.Version, hash: fresh.Hash, name: fresh.Agent.Name, title: fresh.Agent.Title}
+		if r.cache == nil {
+			freshRef.m = fresh
+		} else {
+			r.cache.put(cacheKey(fresh.Endpoint, fresh.Version, fresh.Hash), fresh)
+		}
+	}
+	have := func(endpoint, version, hash string) *verRef {
 		if fresh != nil && fresh.Endpoint == endpoint && fresh.Version == version && fresh.Hash == hash {
-			return fresh
+			return freshRef
 		}
 		if e := old.endpoints[endpoint]; e != nil {
-			if m := e.versions[version]; m != nil && m.Hash == hash {
-				return m
+			if v := e.version(version); v != nil && v.hash == hash {
+				return v
 			}
 		}
 		return nil
 	}
-	loaded := make(map[[2]string]*Manifest)
+	// Repeated version strings ("1.0.0") are stored once.
+	intern := map[string]string{}
+	interned := func(v string) string {
+		if w, ok := intern[v]; ok {
+			return w
+		}
+		intern[v] = v
+		return v
+	}
+	loaded := make(map[[2]string]*verRef)
 	gen, rows, err := r.store.Load(ctx,
 		func(e, v, h string) bool { return have(e, v, h) == nil },
 		func(row dirdb.Version) error {
-			m, err := loadStored(row)
+			ref, err := r.loadRef(row)
 			if err != nil {
 				r.log.Error("directory: a stored manifest version does not load; it is left out of the index",
 					"endpoint", row.Endpoint, "version", row.Version, "err", err)
 				return nil
 			}
-			loaded[[2]string{row.Endpoint, row.Version}] = m
+			ref.version = interned(ref.version)
+			loaded[[2]string{row.Endpoint, row.Version}] = ref
 			return nil
 		})
 	if err != nil {
@@ -199,25 +232,78 @@ func (r *Registry) refresh(ctx context.Context, fresh *Manifest) (bool, error) {
 	}
 	s := &snapshot{gen: gen, endpoints: make(map[string]*endpointIndex, len(old.endpoints)+1)}
 	for _, row := range rows {
-		m := have(row.Endpoint, row.Version, row.Hash)
-		if m == nil {
-			if m = loaded[[2]string{row.Endpoint, row.Version}]; m == nil {
+		v := have(row.Endpoint, row.Version, row.Hash)
+		if v == nil {
+			if v = loaded[[2]string{row.Endpoint, row.Version}]; v == nil {
 				continue // logged above
 			}
 		}
 		e := s.endpoints[row.Endpoint]
 		if e == nil {
-			e = &endpointIndex{versions: make(map[string]*Manifest, 1)}
-			s.endpoints[row.Endpoint] = e
+			// The key string is shared with old's when the endpoint was
+			// known, so a reload allocates no new endpoint strings.
+			key := row.Endpoint
+			if oe := old.endpoints[key]; oe != nil {
+				if i := old.find(key); i >= 0 {
+					key = old.jids[i]
+				}
+			}
+			e = &endpointIndex{versions: make([]*verRef, 0, 1)}
+			s.endpoints[key] = e
 		}
-		e.versions[row.Version] = m
+		e.versions = append(e.versions, v)
 		if row.Active {
-			e.active = m
+			e.active = v
 		}
 	}
 	s.buildList(old)
 	r.snap.Store(s)
 	return true, nil
+}
+
+// loadRef describes one stored version for the index. Without a Fetcher
+// the manifest is parsed and kept; with one only its agent name and title
+// are read, after the hash and key checks.
+func (r *Registry) loadRef(row dirdb.Version) (*verRef, error) {
+	if r.fetch == nil {
+		m, err := loadStored(row)
+		if err != nil {
+			return nil, err
+		}
+		return &verRef{version: m.Version, hash: m.Hash, name: m.Agent.Name, title: m.Agent.Title, m: m}, nil
+	}
+	name, title, err := storedAgent(row)
+	if err != nil {
+		return nil, err
+	}
+	return &verRef{version: row.Version, hash: row.Hash, name: name, title: title}, nil
+}
+
+// manifest returns the parsed manifest of v, from the index, the cache or
+// the store. A version removed meanwhile, or whose stored bytes no longer
+// parse, is reported missing (the latter logged).
+func (r *Registry) manifest(endpoint string, v *verRef) (*Manifest, bool) {
+	if v.m != nil {
+		return v.m, true
+	}
+	key := cacheKey(endpoint, v.version, v.hash)
+	if m := r.cache.get(key); m != nil {
+		return m, true
+	}
+	c, err := r.fetch.Canonical(context.Background(), endpoint, v.version)
+	if err != nil {
+		if !errors.Is(err, dirdb.ErrNotFound) {
+			r.log.Warn("directory: reading a manifest version failed", "endpoint", endpoint, "version", v.version, "err", err)
+		}
+		return nil, false
+	}
+	m, err := loadStored(dirdb.Version{Endpoint: endpoint, Version: v.version, Hash: v.hash, Canonical: c})
+	if err != nil {
+		r.log.Error("directory: a stored manifest version does not load", "endpoint", endpoint, "version", v.version, "err", err)
+		return nil, false
+	}
+	r.cache.put(key, m)
+	return m, true
 }
 
 // unchanged reports whether rows describe exactly old's versions and active
@@ -229,8 +315,8 @@ func unchanged(old *snapshot, rows []dirdb.Version) bool {
 		if e == nil {
 			return false
 		}
-		m := e.versions[row.Version]
-		if m == nil || m.Hash != row.Hash || (e.active == m) != row.Active {
+		v := e.version(row.Version)
+		if v == nil || v.hash != row.Hash || (e.active == v) != row.Active {
 			return false
 		}
 		n++
@@ -265,8 +351,9 @@ func loadStored(row dirdb.Version) (*Manifest, error) {
 // shared and must not be modified.
 func (r *Registry) Manifest(endpoint, version string) (*Manifest, bool) {
 	if e := r.snap.Load().endpoints[endpoint]; e != nil {
-		m, ok := e.versions[version]
-		return m, ok
+		if v := e.version(version); v != nil {
+			return r.manifest(endpoint, v)
+		}
 	}
 	return nil, false
 }
@@ -274,9 +361,19 @@ func (r *Registry) Manifest(endpoint, version string) (*Manifest, bool) {
 // Active returns the endpoint's active version.
 func (r *Registry) Active(endpoint string) (*Manifest, bool) {
 	if e := r.snap.Load().endpoints[endpoint]; e != nil && e.active != nil {
-		return e.active, true
+		return r.manifest(endpoint, e.active)
 	}
 	return nil, false
+}
+
+// ActiveVersion returns the version and hash of the endpoint's active
+// version without loading its manifest (for callers that scan the whole
+// directory, such as catalog change detection).
+func (r *Registry) ActiveVersion(endpoint string) (version, hash string, ok bool) {
+	if e := r.snap.Load().endpoints[endpoint]; e != nil && e.active != nil {
+		return e.active.version, e.active.hash, true
+	}
+	return "", "", false
 }
 
 // Exists reports whether the endpoint has any registered version.

@@ -47,7 +47,7 @@ func (r *Registry) Endpoints() []EndpointVersion {
 	for ep, e := range s.endpoints {
 		ev := EndpointVersion{Endpoint: ep}
 		if e.active != nil {
-			ev.Active = e.active.Version
+			ev.Active = e.active.version
 		}
 		out = append(out, ev)
 	}

@@ -83,6 +83,8 @@ bench directory 3m -run '^TestMemory10000Endpoints$' -v -bench 'BenchmarkList50O
 bench directory/dirxmpp 5m -run '^$' -bench 'BenchmarkDirectoryPage50Of10000$' -benchtime 1s
 # One process each, so that RSS and heap figures are their own.
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchtime 1x
+# Directory scale (issue 23): 100,000 endpoints beside the empty gateway.
+bench internal/gatewaytest 6m -run '^$' -bench 'BenchmarkDirectory100k$' -benchtime 1x
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
 bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
 # The store drivers side by side: admissions and MCP echo on PostgreSQL

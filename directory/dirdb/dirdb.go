@@ -68,3 +68,14 @@ type Driver interface {
 	// error from content ends Load with that error.
 	Load(ctx context.Context, need func(endpoint, version, hash string) bool, content func(v Version) error) (gen int64, out []Version, err error)
 }
+
+// Fetcher is implemented by drivers that read one version's canonical
+// bytes by key. With a Fetcher the directory keeps only a compact index in
+// memory and loads manifests on demand through a bounded cache, so a large
+// directory does not hold every manifest's bytes for the process's
+// lifetime; without one every manifest stays resident.
+type Fetcher interface {
+	// Canonical returns the canonical bytes of a registered version, in a
+	// fresh slice the caller owns (ErrNotFound when it is not registered).
+	Canonical(ctx context.Context, endpoint, version string) ([]byte, error)
+}

@@ -27,6 +27,7 @@ func Exercise(t *testing.T, open Open) {
 	t.Run("Load", func(t *testing.T) { testLoad(t, open) })
 	t.Run("LoadMany", func(t *testing.T) { testLoadMany(t, open) })
 	t.Run("OtherHandle", func(t *testing.T) { testOtherHandle(t, open) })
+	t.Run("Canonical", func(t *testing.T) { testCanonical(t, open) })
 }
 
 const (
@@ -346,5 +347,38 @@ func testOtherHandle(t *testing.T, open Open) {
 	register(t, admin, ep, "2", hash('B'))
 	if err := gw.RemoveEndpoint(ctx, ep, []string{"1"}); !errors.Is(err, dirdb.ErrChanged) {
 		t.Errorf("remove with a stale version set: %v, want ErrChanged", err)
+	}
+}
+
+// testCanonical checks the optional point read of one version's bytes,
+// which the directory uses to load manifests on demand.
+func testCanonical(t *testing.T, open Open) {
+	d, other := open(t)
+	f, ok := d.(dirdb.Fetcher)
+	if !ok {
+		t.Skip("the driver keeps no point read; manifests stay resident")
+	}
+	register(t, d, ep, "1", hash('A'))
+	register(t, d, ep, "2", hash('B'))
+	c, err := f.Canonical(ctx, ep, "2")
+	if err != nil || string(c) != ep+"/2" {
+		t.Fatalf("Canonical(%s, 2) = %q, %v", ep, c, err)
+	}
+	if _, err := f.Canonical(ctx, ep, "3"); !errors.Is(err, dirdb.ErrNotFound) {
+		t.Errorf("Canonical of an unregistered version: %v, want ErrNotFound", err)
+	}
+	if _, err := f.Canonical(ctx, ep2, "1"); !errors.Is(err, dirdb.ErrNotFound) {
+		t.Errorf("Canonical of an unknown endpoint: %v, want ErrNotFound", err)
+	}
+	if err := d.RemoveVersion(ctx, ep, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Canonical(ctx, ep, "1"); !errors.Is(err, dirdb.ErrNotFound) {
+		t.Errorf("Canonical of a removed version: %v, want ErrNotFound", err)
+	}
+	if of, ok := other.(dirdb.Fetcher); ok {
+		if c, err := of.Canonical(ctx, ep, "2"); err != nil || string(c) != ep+"/2" {
+			t.Errorf("Canonical through the other handle = %q, %v", c, err)
+		}
 	}
 }

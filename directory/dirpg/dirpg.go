@@ -335,3 +335,18 @@ func tombstone(ctx context.Context, tx pgx.Tx, endpoint, version, hash string) e
 		 ON CONFLICT (endpoint, version) DO NOTHING`, endpoint, version, hash)
 	return err
 }
+
+var _ dirdb.Fetcher = (*Store)(nil)
+
+// Canonical reads one version's canonical bytes.
+func (s *Store) Canonical(ctx context.Context, endpoint, version string) ([]byte, error) {
+	var c []byte
+	err := s.db.Pool.QueryRow(ctx, `SELECT canonical FROM directory_versions WHERE endpoint = $1 AND version = $2`, endpoint, version).Scan(&c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, dirdb.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dirpg: canonical: %w", err)
+	}
+	return c, nil
+}

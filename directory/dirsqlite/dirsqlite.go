@@ -372,3 +372,18 @@ func bump(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `UPDATE change_generation SET generation = generation + 1 WHERE id = 1`)
 	return err
 }
+
+var _ dirdb.Fetcher = (*Store)(nil)
+
+// Canonical reads one version's canonical bytes from the read pool.
+func (s *Store) Canonical(ctx context.Context, endpoint, version string) ([]byte, error) {
+	var c []byte
+	err := s.r.QueryRowContext(ctx, `SELECT canonical FROM directory_versions WHERE endpoint = ? AND version = ?`, endpoint, version).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, dirdb.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dirsqlite: canonical: %w", err)
+	}
+	return c, nil
+}

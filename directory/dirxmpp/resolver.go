@@ -30,7 +30,21 @@ var _ component.EndpointResolver = resolver{}
 func (r resolver) Resolve(requester, endpoint jid.JID) (exists, visible bool) {
 	ep := endpoint.Bare().String()
 	exists = r.reader.Exists(ep)
-	_, active := r.reader.Active(ep)
+	active := r.active(ep)
 	canSee := r.policy.CanSee(requester.Bare().String(), ep)
 	return exists, exists && active && canSee
+}
+
+// active asks a Registry's index (ActiveVersion) rather than Active, which
+// over a large directory would read and parse the manifest from the store
+// to route one stanza.
+func (r resolver) active(ep string) bool {
+	if av, ok := r.reader.(interface {
+		ActiveVersion(string) (string, string, bool)
+	}); ok {
+		_, _, a := av.ActiveVersion(ep)
+		return a
+	}
+	_, a := r.reader.Active(ep)
+	return a
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
@@ -445,8 +446,17 @@ func registryHeap(b *testing.B, path string) float64 {
 // Prosody, directory pages of 50 (disco#items with RSM) and searches
 // (jabber:iq:search) returning a page of 50, and the gateway process's RSS.
 // The same gateway with no endpoints gives the baseline RSS.
-func BenchmarkDirectory10k(b *testing.B) {
-	const n = 10000
+func BenchmarkDirectory10k(b *testing.B) { directoryScale(b, 10000, seedDirectory) }
+
+// BenchmarkDirectory100k is BenchmarkDirectory10k at 100,000 endpoints
+// (issue 23's directory-scale row), seeded in bulk; it also reports the
+// RSS and in-process heap per endpoint and the empty gateway's start time
+// from the same run.
+func BenchmarkDirectory100k(b *testing.B) { directoryScale(b, 100000, bulkSeedDirectory) }
+
+// directoryScale is the body of the directory benchmarks: n endpoints put
+// into the store by seed, the gateway over an empty store as the baseline.
+func directoryScale(b *testing.B, n int, seed func(b *testing.B, path, domain string, n int)) {
 	// The subprocess reads its limits from the file, not from Mutate.
 	e := Prepare(b, Options{Users: []string{"alice"}, TOML: `
 [federation]
@@ -455,13 +465,15 @@ discovery_burst = 1000000
 `})
 	Binary(b) // build before any timing
 
+	t0 := time.Now()
 	empty := e.Serve("empty")
+	emptyReady := time.Since(t0)
 	time.Sleep(time.Second)
 	emptyRSS := benchProcKB(empty.PID(), "VmRSS")
 	empty.Stop()
 
-	t0 := time.Now()
-	seedDirectory(b, filepath.Join(e.Dir, "agentgw.db"), e.Domain, n)
+	t0 = time.Now()
+	seed(b, filepath.Join(e.Dir, "agentgw.db"), e.Domain, n)
 	b.Logf("seeded %d endpoints in %v", n, time.Since(t0))
 
 	regHeap := registryHeap(b, filepath.Join(e.Dir, "agentgw.db"))
@@ -480,6 +492,11 @@ discovery_burst = 1000000
 	}
 	gwJID := e.GatewayJID()
 	middle := fmt.Sprintf("agent%05d@%s", n/2, e.Domain)
+	// An endpoint's description needs its manifest, which a large
+	// directory loads on demand: show it still answers.
+	if _, err := c.Info(ctx, jid.MustParse(middle), ""); err != nil {
+		b.Fatalf("disco#info of %s: %v", middle, err)
+	}
 	var pages, searches latSample
 	const rounds = 200
 	for i := range rounds {
@@ -513,9 +530,12 @@ discovery_burst = 1000000
 	slices.Sort(searches)
 	rss := benchProcKB(gw.PID(), "VmRSS")
 	hwm := benchProcKB(gw.PID(), "VmHWM")
-	b.ReportMetric(n, "endpoints")
+	b.ReportMetric(float64(n), "endpoints")
 	b.ReportMetric(ready.Seconds(), "ready-s")
+	b.ReportMetric(emptyReady.Seconds(), "empty-ready-s")
 	b.ReportMetric(kbToMB(emptyRSS), "empty-rss-MB")
+	b.ReportMetric(float64(hwm-emptyRSS)*1024/float64(n), "peak-rss-growth-B/endpoint")
+	b.ReportMetric(regHeap*(1<<20)/float64(n), "registry-heap-B/endpoint")
 	b.ReportMetric(kbToMB(idleRSS), "idle-rss-MB")
 	b.ReportMetric(kbToMB(rss), "rss-MB")
 	b.ReportMetric(kbToMB(hwm), "peak-rss-MB")
@@ -525,6 +545,58 @@ discovery_burst = 1000000
 	b.ReportMetric(pages.q(0.99), "page-p99-ms")
 	b.ReportMetric(searches.q(0.50), "search-p50-ms")
 	b.ReportMetric(searches.q(0.99), "search-p99-ms")
+}
+
+// bulkSeedDirectory writes n active endpoints with DefaultManifest in one
+// transaction, canonicalized without schema compilation (100,000 full
+// registrations would take minutes of setup); every 1,000th is checked
+// against ParseManifest so the rows are exactly what Register stores.
+func bulkSeedDirectory(b *testing.B, path, domain string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Write.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.Prepare(`INSERT INTO directory_versions (endpoint, version, hash, canonical, active) VALUES (?, ?, ?, ?, 1)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stmt.Close()
+	for i := range n {
+		ep := fmt.Sprintf("agent%05d@%s", i, domain)
+		raw := []byte(DefaultManifest(ep))
+		v, err := ijson.Parse(raw, directory.ManifestLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		canon, err := ijson.Canonical(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hash := ijson.Hash(canon)
+		if i%1000 == 0 {
+			m, err := directory.ParseManifest(raw)
+			if err != nil || m.Hash != hash || m.Version != "1.0.0" || m.Endpoint != ep {
+				b.Fatalf("bulk seed of %s differs from ParseManifest: %v", ep, err)
+			}
+		}
+		if _, err := stmt.Exec(ep, "1.0.0", hash, canon); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec(`UPDATE change_generation SET generation = generation + 1`); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // eventTap sees every message before the agentclient does, to time and

@@ -273,26 +273,35 @@ type OAN struct {
 // DefaultOANReplyTimeoutSeconds is reply_timeout_seconds when unset.
 const DefaultOANReplyTimeoutSeconds = 60
 
-// Load reads and validates the file at path.
-func Load(path string) (*Config, error) {
+// decodeFile decodes the TOML file at path (at most 1 MiB) into v and
+// refuses unknown keys, naming them.
+func decodeFile(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
 	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("config: %s is larger than 1 MiB", path)
+		return fmt.Errorf("config: %s is larger than 1 MiB", path)
 	}
-	var c Config
-	md, err := toml.Decode(string(data), &c)
+	md, err := toml.Decode(string(data), v)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+		return fmt.Errorf("config: %s: %w", path, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("config: %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		return fmt.Errorf("config: %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	var c Config
+	if err := decodeFile(path, &c); err != nil {
+		return nil, err
 	}
 	c.Dir = dirOf(path)
 	c.applyDefaults()

@@ -3,10 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
-
-	"github.com/BurntSushi/toml"
 )
 
 // Host is the file `agentgw host --config` reads: the backend of the one
@@ -23,24 +19,9 @@ type Host struct {
 
 // LoadHost reads and validates a host file.
 func LoadHost(path string) (*Host, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("config: %s is larger than 1 MiB", path)
-	}
 	var h Host
-	md, err := toml.Decode(string(data), &h)
-	if err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return nil, fmt.Errorf("config: %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	if err := decodeFile(path, &h); err != nil {
+		return nil, err
 	}
 	h.Dir = dirOf(path)
 	var errs []error

@@ -295,11 +295,14 @@ func (c *Component) session(ctx context.Context) (time.Duration, error) {
 
 	c.dropReason.Store(nil)
 	err = sess.Serve(c.handler(ctx, connCtx))
-	c.connected.Store(false)
 	c.pending.failAll(ErrStreamLost)
 	connCancel()
 	conn.Close()
 	wg.Wait()
+	// Only now, with the writer gone, may Connected() say false: a stanza
+	// queued after that must wait for the next stream, not be written into
+	// the dead one by a writer that has not yet noticed.
+	c.connected.Store(false)
 	var syntax *xml.SyntaxError
 	switch reason := c.dropReason.Load(); {
 	case reason != nil:

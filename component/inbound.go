@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"hash/fnv"
+	"sync"
 
 	"mellium.im/xmlstream"
 	"mellium.im/xmpp"
@@ -202,6 +203,9 @@ func (c *Component) worker(ctx context.Context, shard chan *xmltree.Element) {
 
 // serveIQ answers one IQ get or set: exactly one reply, whatever happens.
 func (c *Component) serveIQ(ctx context.Context, el *xmltree.Element) {
+	rc := &replyCtx{Context: ctx}
+	ctx = rc
+	defer rc.run() // after the reply is queued (see AfterReply)
 	id := el.AttrValue("id")
 	from, err := c.parseFrom(el.AttrValue("from"))
 	if err != nil {
@@ -258,4 +262,47 @@ func (c *Component) serveOther(ctx context.Context, el *xmltree.Element) {
 	} else {
 		c.router.DispatchPresence(ctx, Presence{ID: id, Type: typ, From: from, To: to, Raw: el})
 	}
+}
+
+// replyCtx is the context of one served IQ; it collects AfterReply's
+// functions.
+type replyCtx struct {
+	context.Context
+	mu sync.Mutex
+	fs []func()
+}
+
+type afterReplyKey struct{}
+
+func (r *replyCtx) Value(k any) any {
+	if k == (afterReplyKey{}) {
+		return r
+	}
+	return r.Context.Value(k)
+}
+
+func (r *replyCtx) run() {
+	r.mu.Lock()
+	fs := r.fs
+	r.fs = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+// AfterReply runs f once the reply to the IQ whose handler got ctx has
+// been queued for sending, so that a stanza f queues follows the reply on
+// the stream (a task's first lifecycle event after its <accepted/>). It
+// reports false, without running f, when ctx is not an IQ handler's (a
+// router called directly).
+func AfterReply(ctx context.Context, f func()) bool {
+	r, ok := ctx.Value(afterReplyKey{}).(*replyCtx)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	r.fs = append(r.fs, f)
+	r.mu.Unlock()
+	return true
 }

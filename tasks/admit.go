@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"sort"
@@ -209,105 +210,195 @@ func (e *Engine) Admit(ctx context.Context, inv Invocation) (Accepted, error) {
 		return Accepted{TaskID: newID("task-"), RequestID: inv.RequestID, Created: now, RetainUntil: now.Add(e.cfg.Retention)}, nil
 	}
 
-	var (
-		acc    Accepted
-		result error
-	)
 	_, csp := telemetry.Start(ctx, telemetry.AdmitCommit)
 	defer csp.End()
-	err = e.do(func(b *batch) error {
-		// A rejection below is final only when the request is not a
-		// replay; the lookup is skipped on the common path, where the
-		// insert's unique key detects a replay instead.
-		refuse := func(cond error, reason string) error {
-			prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
-			if err != nil {
-				return err
-			}
-			if prev != nil {
-				acc, result = replayOf(prev, fp)
-			} else {
-				result = reject(cond, reason)
-			}
-			return nil
+	// A task with a free backend slot starts in its admission commit (see
+	// admission.op). Should that commit fail, the admission alone is tried
+	// again: the start then follows as a durable dispatch that retries, as
+	// it always did.
+	start := !e.holdDispatch.Load()
+	ad := &admission{e: e, ctx: ctx, inv: inv, m: m, canon: canon, fp: fp, dl: dl, maxTimeout: maxTimeout, defTimeout: defTimeout}
+	err = e.do(func(b *batch) error { return ad.op(b, start) })
+	if err != nil && ad.startTried && !errors.Is(err, ErrClosed) {
+		e.log.Warn("tasks: admission with start failed; admitting alone", "err", err)
+		e.ungate(ad.gated) // a no-op unless the failed op's batch committed
+		ad.reset()
+		err = e.do(func(b *batch) error { return ad.op(b, false) })
+	}
+	if err != nil {
+		e.ungate(ad.gated)
+		ad.reset()
+		return Accepted{}, err
+	}
+	if ad.gated != "" {
+		// The task is running and its events are held until the caller
+		// has its <accepted/>: released once the reply is queued when the
+		// wire can tell (taskxmpp), else now.
+		id := ad.gated
+		release := func() { e.ungate(id) }
+		if after, ok := ctx.Value(afterReplyKey{}).(func(func()) bool); !ok || !after(release) {
+			release()
 		}
-		now := b.now()
-		// The deadline is compared exactly, at the commit boundary.
-		var eff xmpptime.Instant
-		if dl != nil {
-			if dl.ReachedBy(now) {
-				return refuse(ErrNotAcceptable, "deadline has passed")
-			}
-			if maxTimeout > 0 && !dl.ReachedBy(now.Add(maxTimeout)) {
-				return refuse(ErrNotAcceptable, "deadline beyond the tool's maximum timeout")
-			}
-			eff = *dl
-		} else {
-			eff = xmpptime.FromTime(now.Add(defTimeout))
-		}
-		if e.active+b.delta >= e.cfg.MaxActive {
-			return refuse(ErrResourceConstraint, "task capacity exhausted")
-		}
-		if reason := b.quotaRefusal(inv.Caller); reason != "" {
-			return refuse(ErrResourceConstraint, reason)
-		}
-		retain := now.Add(e.cfg.Retention)
-		purge := now.Add(e.cfg.ReplayWindow)
-		if retain.After(purge) {
-			purge = retain
-		}
-		t := &taskdb.Task{
-			ID: newTaskID(now), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
-			RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
-			Arguments: canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
-			State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
-			DelegationDepth: inv.DelegationDepth, Owner: e.ownerFor(inv.Endpoint),
-		}
-		inserted, err := b.tx.InsertTask(t)
+	}
+	if ad.result != nil {
+		return Accepted{}, ad.result
+	}
+	return ad.acc, nil
+}
+
+// admission is one Admit's commit: the checks at the commit boundary, the
+// insert, and, when a backend slot is free, the move to running in the same
+// transaction.
+type admission struct {
+	e          *Engine
+	ctx        context.Context
+	inv        Invocation
+	m          *directory.Manifest
+	canon, fp  []byte
+	dl         *xmpptime.Instant
+	maxTimeout time.Duration
+	defTimeout time.Duration
+
+	// Outcomes, set by op.
+	acc        Accepted
+	result     error
+	startTried bool   // op reached the start (its failure falls back)
+	gated      string // task started in the commit, its events held
+	bound      string // task bound for telemetry
+}
+
+func (a *admission) reset() {
+	a.acc, a.result, a.startTried, a.gated = Accepted{}, nil, false, ""
+	if a.bound != "" {
+		telemetry.Forget(a.bound) // a task of an attempt that did not commit
+		a.bound = ""
+	}
+}
+
+func (a *admission) op(b *batch, start bool) error {
+	e, inv, m, fp, dl := a.e, a.inv, a.m, a.fp, a.dl
+	a.reset()
+	// A rejection below is final only when the request is not a replay;
+	// the lookup is skipped on the common path, where the insert's unique
+	// key detects a replay instead.
+	refuse := func(cond error, reason string) error {
+		prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
 		if err != nil {
 			return err
 		}
-		if !inserted {
-			// A concurrent identical request committed first (possibly
-			// earlier in this batch): answer as its replay.
-			prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
-			if err != nil || prev == nil {
-				return err
-			}
-			acc, result = replayOf(prev, fp)
-			return nil
+		if prev != nil {
+			a.acc, a.result = replayOf(prev, fp)
+		} else {
+			a.result = reject(cond, reason)
 		}
-		acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
-		if !e.owns(t) {
-			// Routed to the instance that holds the endpoint's connection:
-			// it counts, arms and dispatches the task.
-			id, owner := t.ID, t.Owner
-			b.onCommit(func() { e.signal(signal{Kind: sigDispatch, Task: id, Owner: owner}) })
-			return nil
+		return nil
+	}
+	now := b.now()
+	// The deadline is compared exactly, at the commit boundary.
+	var eff xmpptime.Instant
+	if dl != nil {
+		if dl.ReachedBy(now) {
+			return refuse(ErrNotAcceptable, "deadline has passed")
 		}
-		b.delta++
-		b.admitted(t)
-		id, dls, at := t.ID, t.Deadline, t.DeadlineAt
-		if telemetry.Enabled() {
-			// Before the dispatch below: the task's later stages are
-			// children of this call.
-			b.onCommit(func() { telemetry.Bind(ctx, id) })
+		if a.maxTimeout > 0 && !dl.ReachedBy(now.Add(a.maxTimeout)) {
+			return refuse(ErrNotAcceptable, "deadline beyond the tool's maximum timeout")
 		}
+		eff = *dl
+	} else {
+		eff = xmpptime.FromTime(now.Add(a.defTimeout))
+	}
+	if e.active+b.delta >= e.cfg.MaxActive {
+		return refuse(ErrResourceConstraint, "task capacity exhausted")
+	}
+	if reason := b.quotaRefusal(inv.Caller); reason != "" {
+		return refuse(ErrResourceConstraint, reason)
+	}
+	retain := now.Add(e.cfg.Retention)
+	purge := now.Add(e.cfg.ReplayWindow)
+	if retain.After(purge) {
+		purge = retain
+	}
+	t := &taskdb.Task{
+		ID: newTaskID(now), Caller: inv.Caller, Route: inv.Route, Endpoint: inv.Endpoint,
+		RequestID: inv.RequestID, Tool: inv.Tool, APIVersion: m.Version, ManifestHash: m.Hash,
+		Arguments: a.canon, Fingerprint: fp, Deadline: eff.String(), DeadlineAt: timerInstant(eff),
+		State: agentproto.StateAccepted, Created: now, Updated: now, RetainUntil: retain, PurgeAfter: purge,
+		DelegationDepth: inv.DelegationDepth, Owner: e.ownerFor(inv.Endpoint),
+	}
+	inserted, err := b.tx.InsertTask(t)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		// A concurrent identical request committed first (possibly
+		// earlier in this batch): answer as its replay.
+		prev, err := b.tx.TaskByRequest(inv.Caller, inv.Endpoint, inv.RequestID)
+		if err != nil || prev == nil {
+			return err
+		}
+		a.acc, a.result = replayOf(prev, fp)
+		return nil
+	}
+	a.acc = Accepted{TaskID: t.ID, RequestID: t.RequestID, Created: now, RetainUntil: retain}
+	if !e.owns(t) {
+		// Routed to the instance that holds the endpoint's connection:
+		// it counts, arms and dispatches the task.
+		id, owner := t.ID, t.Owner
+		b.onCommit(func() { e.signal(signal{Kind: sigDispatch, Task: id, Owner: owner}) })
+		return nil
+	}
+	b.delta++
+	b.admitted(t)
+	id, dls, at := t.ID, t.Deadline, t.DeadlineAt
+	if telemetry.Enabled() {
+		// Before the dispatch: the task's later stages are children of
+		// this call. Forgotten again by Admit if nothing commits.
+		telemetry.Bind(a.ctx, id)
+		a.bound = id
+	}
+	b.onCommit(func() { e.armDeadline(id, dls, at) })
+	if !start {
 		b.onCommit(func() {
-			e.armDeadline(id, dls, at)
 			if !e.holdDispatch.Load() {
 				e.submitDurable(func(b *batch) error { return b.dispatch(id) })
 			}
 		})
 		return nil
-	})
+	}
+	// Admission and the move to running in one transaction (revision 0,
+	// then revision 1 with its status event, exactly as two commits would
+	// write them): the task is durable before <accepted/> is sent, and a
+	// crash after this commit finds it running and settles it interrupted.
+	// Without a free slot it stays accepted and waits, as before.
+	a.startTried = true
+	out, err := b.dispatchLoaded(t)
 	if err != nil {
-		return Accepted{}, err
+		return err
 	}
-	if result != nil {
-		return Accepted{}, result
+	switch out {
+	case dispatchHeld:
+		ep := t.Endpoint
+		b.onCommit(func() { e.hold(id, ep) })
+	case dispatchStarted:
+		if e.cfg.Notifier != nil {
+			// Runs before the batch's events are queued (runBatch).
+			b.onCommit(func() { e.gate(id) })
+			a.gated = id
+		}
 	}
-	return acc, nil
+	return nil
+}
+
+// afterReplyKey carries AfterReply's scheduler.
+type afterReplyKey struct{}
+
+// AfterReply returns a context under which Admit holds the lifecycle events
+// of a task it admits and starts in one commit until the caller's
+// <accepted/> is on its way, so that no event overtakes it: after is given
+// the release and runs it once the reply is queued (reporting false, and
+// not running it, when it cannot; the events then go at once).
+func AfterReply(ctx context.Context, after func(release func()) bool) context.Context {
+	return context.WithValue(ctx, afterReplyKey{}, after)
 }
 
 // timerInstant is the first whole nanosecond at which i is reached.

@@ -212,6 +212,9 @@ type Engine struct {
 	nsig    chan struct{}
 	nclosed bool
 	notifWG sync.WaitGroup
+	// gated holds the events of tasks started in their admission commit
+	// until Admit releases them (see ungate), in commit order per task.
+	gated map[string][]Event
 
 	mu         sync.Mutex
 	runs       map[string]*run
@@ -648,11 +651,54 @@ func (e *Engine) enqueueEvents(evs []Event) {
 		return
 	}
 	e.nmu.Lock()
-	e.nqueue = append(e.nqueue, evs...)
+	if len(e.gated) == 0 {
+		e.nqueue = append(e.nqueue, evs...)
+	} else {
+		for _, ev := range evs {
+			if held, ok := e.gated[ev.TaskID]; ok {
+				e.gated[ev.TaskID] = append(held, ev)
+			} else {
+				e.nqueue = append(e.nqueue, ev)
+			}
+		}
+	}
 	e.nmu.Unlock()
+	e.wakeNotifier()
+}
+
+func (e *Engine) wakeNotifier() {
 	select {
 	case e.nsig <- struct{}{}:
 	default:
+	}
+}
+
+// gate holds the task's events from now on (after its admission commit,
+// before that batch's events are queued): a task started in the commit
+// that admitted it must not announce revision 1 before the caller has the
+// <accepted/> of revision 0.
+func (e *Engine) gate(id string) {
+	e.nmu.Lock()
+	if e.gated == nil {
+		e.gated = map[string][]Event{}
+	}
+	e.gated[id] = nil
+	e.nmu.Unlock()
+}
+
+// ungate queues the task's held events, in order, and lets later ones
+// through; a no-op for a task that is not gated.
+func (e *Engine) ungate(id string) {
+	if id == "" {
+		return
+	}
+	e.nmu.Lock()
+	held, ok := e.gated[id]
+	delete(e.gated, id)
+	e.nqueue = append(e.nqueue, held...)
+	e.nmu.Unlock()
+	if ok && len(held) > 0 {
+		e.wakeNotifier()
 	}
 }
 

@@ -65,7 +65,10 @@ func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	inv.Caller = iq.From.Bare().String()
 	inv.Route = iq.From.String()
 	inv.Endpoint = iq.To.Bare().String()
-	acc, err := h.Engine.Admit(ctx, inv)
+	// A task that starts in its admission commit announces revision 1
+	// only once this <accepted/> is queued ahead of it.
+	actx := tasks.AfterReply(ctx, func(release func()) bool { return component.AfterReply(ctx, release) })
+	acc, err := h.Engine.Admit(actx, inv)
 	if err != nil {
 		return nil, h.mapError(err, "invoke")
 	}

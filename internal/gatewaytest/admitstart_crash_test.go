@@ -1,0 +1,170 @@
+package gatewaytest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/internal/xmppharness"
+)
+
+// TestCrashKill9AfterAdmitStart kills `agentgw serve` (SIGKILL) the moment
+// an <accepted/> arrives, on SQLite and on PostgreSQL. With the backend's
+// slot free the task was admitted and moved to running in that one commit,
+// so the restart finds it running and settles it failed
+// agentgw:interrupted (revision 2, retryable) and never calls the backend
+// for it again. With the slot taken the admission committed the task
+// accepted, alone: the restart dispatches it and it runs once. The backend
+// (testdata/cluster/countmcp.py) logs every call, so the test counts them.
+func TestCrashKill9AfterAdmitStart(t *testing.T) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) { admitStartCrash(t, driver) })
+	}
+}
+
+func admitStartCrash(t *testing.T, driver string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	root, err := xmppharness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "executions.log")
+	// One slot per backend: the first task takes it, the second waits.
+	toml := fmt.Sprintf(`
+[tasks]
+max_running_per_backend = 1
+
+[[agents]]
+jid = "work@%s"
+[agents.mcp]
+command = [%q, %q, %q, "gw"]
+`, srv.ComponentDomain, systemPython, filepath.Join(root, "testdata", "cluster", "countmcp.py"), calls)
+	o := Options{Server: srv, Users: []string{"alice"}, TOML: toml}
+	if driver == "postgres" {
+		o.PostgresDSN, o.Instance = pgharness.Start(t).NewDatabase(t), "gw-pg-1"
+	}
+	e := Prepare(t, o)
+	ep := e.Endpoint("work")
+	c, _, err := e.TryDial(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retries = 0
+	c.IQTimeout = 10 * time.Second
+	executions := func(n int) int {
+		data, _ := os.ReadFile(calls)
+		k := 0
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == strconv.Itoa(n) {
+				k++
+			}
+		}
+		return k
+	}
+	invoke := func(p *agentclient.Pinned, n, ms int) *agentclient.Accepted {
+		t.Helper()
+		args, err := p.ValidateArguments(json.RawMessage(fmt.Sprintf(`{"n":%d,"ms":%d}`, n, ms)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc, err := c.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: "work", Version: p.Manifest.Version, ManifestHash: p.Manifest.Hash, Arguments: args})
+		if err != nil {
+			t.Fatalf("invoke %d: %v", n, err)
+		}
+		return acc
+	}
+	restart := func(name string) *Proc {
+		t.Helper()
+		gw := e.Serve(name)
+		gw.WaitLog("published MCP manifest", 60*time.Second)
+		return gw
+	}
+	settled := func(id string) *agentclient.TaskState {
+		t.Helper()
+		var st *agentclient.TaskState
+		WaitFor(t, 60*time.Second, "task "+id+" to settle", func() bool {
+			s, err := c.State(ctx, ep, id)
+			if err == nil && (s.State == "completed" || s.State == "failed" || s.State == "cancelled") {
+				st = s
+				return true
+			}
+			return false
+		})
+		return st
+	}
+	wantInterrupted := func(what string, id string) {
+		t.Helper()
+		st := settled(id)
+		res, err := c.Result(ctx, ep, id)
+		if err != nil {
+			t.Fatalf("%s: task-result: %v", what, err)
+		}
+		var f struct {
+			Error struct {
+				Code      string `json:"code"`
+				Retryable bool   `json:"retryable"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(res.Payload, &f)
+		// Revision 1 (running) was committed before the kill, with the
+		// acceptance; recovery added exactly the failed revision.
+		if st.State != "failed" || st.Revision != 2 || f.Error.Code != "agentgw:interrupted" || !f.Error.Retryable {
+			t.Errorf("%s: %s@%d %s after the restart, want failed@2 agentgw:interrupted retryable", what, st.State, st.Revision, res.Payload)
+		}
+	}
+
+	// 1. Free slot: killed as the <accepted/> arrives.
+	gw := restart("gw1")
+	p := waitPinned(t, ctx, c, ep, "work")
+	a := invoke(p, 1, 600000)
+	gw.Kill()
+	gw = restart("gw2")
+	wantInterrupted("free-slot task", a.TaskID)
+
+	// 2. The slot taken by b: c waits accepted; killed as its <accepted/>
+	// arrives.
+	p = waitPinned(t, ctx, c, ep, "work")
+	b := invoke(p, 2, 600000)
+	WaitFor(t, 60*time.Second, "the backend to be called for task 2", func() bool { return executions(2) == 1 })
+	cTask := invoke(p, 3, 50)
+	if st, err := c.State(ctx, ep, cTask.TaskID); err != nil || st.State != "accepted" || st.Revision != 0 {
+		t.Fatalf("task 3 with the slot taken: %+v %v, want accepted@0", st, err)
+	}
+	gw.Kill()
+	gw = restart("gw3")
+	wantInterrupted("slot-holding task", b.TaskID)
+	if st := settled(cTask.TaskID); st.State != "completed" || st.Revision != 2 {
+		t.Errorf("waiting task: %s@%d after the restart, want completed@2 (dispatched once)", st.State, st.Revision)
+	}
+
+	// A last call through the restarted gateway: by its result every call
+	// the backend got is in the log.
+	p = waitPinned(t, ctx, c, ep, "work")
+	d := invoke(p, 4, 0)
+	if st := settled(d.TaskID); st.State != "completed" {
+		t.Errorf("task 4: %s", st.State)
+	}
+	if n := executions(1); n > 1 {
+		t.Errorf("the backend ran task 1 %d times, want at most once", n)
+	}
+	if n := executions(2); n != 1 {
+		t.Errorf("the backend ran task 2 %d times, want once", n)
+	}
+	if n := executions(3); n != 1 {
+		t.Errorf("the backend ran task 3 %d times, want once (after the restart)", n)
+	}
+	if t.Failed() {
+		t.Logf("last gateway log (tail):\n%s", tail(gw.Log(), 3000))
+	}
+}

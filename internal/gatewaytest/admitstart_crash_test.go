@@ -2,14 +2,18 @@ package gatewaytest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/internal/pgharness"
@@ -56,6 +60,32 @@ command = [%q, %q, %q, "gw"]
 	}
 	e := Prepare(t, o)
 	ep := e.Endpoint("work")
+	// stored reads one value from the store the driver keeps (between
+	// the gateways' lives: after the kill, before the restart).
+	stored := func(q string, args ...any) string {
+		t.Helper()
+		var n string
+		if driver == "postgres" {
+			conn, err := pgx.Connect(ctx, o.PostgresDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			if err := conn.QueryRow(ctx, strings.ReplaceAll(q, "?", "$1"), args...).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		db, err := sql.Open("sqlite3", "file:"+filepath.Join(e.Dir, "agentgw.db")+"?mode=ro&_busy_timeout=10000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	c, _, err := e.TryDial(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +113,19 @@ command = [%q, %q, %q, "gw"]
 			t.Fatalf("invoke %d: %v", n, err)
 		}
 		return acc
+	}
+	// crash sends SIGKILL at once (Proc.Kill first walks /proc for the
+	// backends, which gives the old commit-after-commit dispatch time to
+	// land), then kills the backends the gateway had spawned.
+	crash := func(gw *Proc, kids []int) {
+		t.Helper()
+		_ = gw.Cmd.Process.Signal(syscall.SIGKILL)
+		select {
+		case <-gw.Exited():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("agentgw %d did not exit after SIGKILL", gw.PID())
+		}
+		killAll(kids)
 	}
 	restart := func(name string) *Proc {
 		t.Helper()
@@ -127,8 +170,13 @@ command = [%q, %q, %q, "gw"]
 	// 1. Free slot: killed as the <accepted/> arrives.
 	gw := restart("gw1")
 	p := waitPinned(t, ctx, c, ep, "work")
+	kids := descendants(gw.PID())
 	a := invoke(p, 1, 600000)
-	gw.Kill()
+	crash(gw, kids)
+	// The <accepted/> followed the commit that started the task.
+	if st := stored(`SELECT state || '@' || CAST(revision AS TEXT) FROM tasks WHERE id = ?`, a.TaskID); st != "running@1" {
+		t.Errorf("task 1 at the kill: %s, want running@1 (admitted and started in one commit)", st)
+	}
 	gw = restart("gw2")
 	wantInterrupted("free-slot task", a.TaskID)
 
@@ -137,11 +185,12 @@ command = [%q, %q, %q, "gw"]
 	p = waitPinned(t, ctx, c, ep, "work")
 	b := invoke(p, 2, 600000)
 	WaitFor(t, 60*time.Second, "the backend to be called for task 2", func() bool { return executions(2) == 1 })
+	kids = descendants(gw.PID())
 	cTask := invoke(p, 3, 50)
-	if st, err := c.State(ctx, ep, cTask.TaskID); err != nil || st.State != "accepted" || st.Revision != 0 {
-		t.Fatalf("task 3 with the slot taken: %+v %v, want accepted@0", st, err)
+	crash(gw, kids)
+	if st := stored(`SELECT state || '@' || CAST(revision AS TEXT) FROM tasks WHERE id = ?`, cTask.TaskID); st != "accepted@0" {
+		t.Errorf("task 3 at the kill, with the slot taken: %s, want accepted@0", st)
 	}
-	gw.Kill()
 	gw = restart("gw3")
 	wantInterrupted("slot-holding task", b.TaskID)
 	if st := settled(cTask.TaskID); st.State != "completed" || st.Revision != 2 {
@@ -163,6 +212,9 @@ command = [%q, %q, %q, "gw"]
 	}
 	if n := executions(3); n != 1 {
 		t.Errorf("the backend ran task 3 %d times, want once (after the restart)", n)
+	}
+	if n := stored(`SELECT CAST(count(*) AS TEXT) FROM tasks`); n != "4" {
+		t.Errorf("%s tasks in the %s store, want 4", n, driver)
 	}
 	if t.Failed() {
 		t.Logf("last gateway log (tail):\n%s", tail(gw.Log(), 3000))

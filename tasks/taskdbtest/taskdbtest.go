@@ -32,6 +32,7 @@ func Exercise(t *testing.T, open Open) {
 	t.Run("Unsettled", func(t *testing.T) { testUnsettled(t, open) })
 	t.Run("RetentionAndPurge", func(t *testing.T) { testPurge(t, open) })
 	t.Run("References", func(t *testing.T) { testReferences(t, open) })
+	t.Run("AdmitAndStartInOneTx", func(t *testing.T) { testAdmitAndStart(t, open) })
 }
 
 var (
@@ -621,4 +622,53 @@ func testReferences(t *testing.T, open Open) {
 	check("HasTask(other caller)", has, err, false)
 	has, err = d.HasTask(ctx, task.Caller, strings.ToUpper(task.Endpoint))
 	check("HasTask(other endpoint)", has, err, false)
+}
+
+// testAdmitAndStart is the engine's admission of a task with a free backend
+// slot: insert at revision 0, move to running (dispatched) at revision 1 and
+// append its status event, in one transaction. Committed, it reads back
+// running and dispatched (a restart settles it interrupted, never re-runs
+// it), with the one event; rolled back, nothing of it exists.
+func testAdmitAndStart(t *testing.T, open Open) {
+	d := open(t)
+	admitStart := func(tx taskdb.Tx, task *taskdb.Task) *taskdb.Task {
+		insert(t, tx, task)
+		n := *task
+		n.State, n.Revision, n.Dispatched = agentproto.StateRunning, 1, true
+		update(t, tx, &n, 0, agentproto.StateAccepted)
+		if err := tx.AppendEvent(event(task.ID, 1, agentproto.EventStatus)); err != nil {
+			t.Fatalf("AppendEvent: %v", err)
+		}
+		return &n
+	}
+	task := newTask()
+	var want *taskdb.Task
+	write(t, d, func(tx taskdb.Tx) { want = admitStart(tx, task) })
+	sameTask(t, read(t, d, task.ID), want)
+	if evs, err := d.Events(ctx, task.ID); err != nil || len(evs) != 1 || evs[0].Revision != 1 || evs[0].Type != agentproto.EventStatus {
+		t.Errorf("events after admit+start: %+v %v", evs, err)
+	}
+	if got, err := d.TaskByRequest(ctx, task.Caller, task.Endpoint, task.RequestID); err != nil || got == nil || got.ID != task.ID {
+		t.Errorf("replay record after admit+start: %v %v", got, err)
+	}
+	un, err := d.Unsettled(ctx)
+	if err != nil || len(un) != 1 || un[0].ID != task.ID || !un[0].Dispatched || un[0].State != agentproto.StateRunning {
+		t.Errorf("Unsettled after admit+start = %+v %v, want the task running and dispatched", un, err)
+	}
+
+	gone := newTask()
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitStart(tx, gone)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, d, gone.ID); got != nil {
+		t.Errorf("a rolled-back admit+start left %+v", got)
+	}
+	if evs, err := d.Events(ctx, gone.ID); err != nil || len(evs) != 0 {
+		t.Errorf("a rolled-back admit+start left events %v %v", evs, err)
+	}
 }

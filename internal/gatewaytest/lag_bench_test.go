@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,6 +163,7 @@ func BenchmarkConcurrentTasks1000XMPPCeiling(b *testing.B) {
 
 	// The waves: one goroutine per task, as the executors run.
 	b.ResetTimer()
+	cpu := startCPU(srv.PID())
 	var run sync.WaitGroup
 	for _, t := range all {
 		run.Add(1)
@@ -191,6 +193,7 @@ func BenchmarkConcurrentTasks1000XMPPCeiling(b *testing.B) {
 	run.Wait()
 	want := len(all) * (progress + 1)
 	WaitFor(b, 2*time.Minute, "every event received", func() bool { return got.Load() >= int64(want) })
+	cpu.report(b, want)
 	b.StopTimer()
 	var lags latSample
 	marksMu.Lock()
@@ -206,4 +209,28 @@ func BenchmarkConcurrentTasks1000XMPPCeiling(b *testing.B) {
 	b.ReportMetric(float64(len(all)), "tasks")
 	b.ReportMetric(lags.q(0.50), "lag-p50-ms")
 	b.ReportMetric(lags.q(0.99), "lag-p99-ms")
+}
+
+// cpuMark is the CPU time used so far by this process (the gateway or the
+// trivial component, with the callers) and by the XMPP server.
+type cpuMark struct {
+	pid       int
+	self, srv float64
+}
+
+func startCPU(serverPID int) cpuMark {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return cpuMark{pid: serverPID, self: rusageSeconds(ru), srv: procCPU(serverPID)}
+}
+
+// report gives the CPU time per event since the mark: CPU time, unlike a
+// lag, hardly moves with the load of the machine.
+func (m cpuMark) report(b *testing.B, events int) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	b.ReportMetric(1e6*(rusageSeconds(ru)-m.self)/float64(events), "gotest-cpu-us/event")
+	if srv := procCPU(m.pid); srv >= 0 && m.srv >= 0 {
+		b.ReportMetric(1e6*(srv-m.srv)/float64(events), "server-cpu-us/event")
+	}
 }

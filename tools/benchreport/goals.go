@@ -192,6 +192,26 @@ func lagCost(o Outcome, res *Results) (string, bool) {
 	if o.HasBase {
 		t += fmt.Sprintf("; the XMPP path alone delivers the same waves with p99 %s ms", num(o.Base))
 	}
+	// CPU per event, which the machine's load hardly moves: the gateway's
+	// process against the trivial component's, and Prosody in each.
+	const ceil = "BenchmarkConcurrentTasks1000XMPPCeiling"
+	if gw, ok := get(res, bench, "gotest-cpu-us/event"); ok {
+		if tc, ok := get(res, ceil, "gotest-cpu-us/event"); ok {
+			t += fmt.Sprintf("; CPU per event: %s µs in the gateway's process against %s µs in the trivial component's (+%s µs, the gateway's own)", num(gw), num(tc), num(gw-tc))
+			if sg, ok := get(res, bench, "server-cpu-us/event"); ok {
+				if sc, ok := get(res, ceil, "server-cpu-us/event"); ok {
+					t += fmt.Sprintf(", Prosody %s µs against %s µs", num(sg), num(sc))
+					// Prosody routes on one thread: a wave's last event
+					// waits at least for the whole wave's routing.
+					n, ok := get(res, ceil, "tasks")
+					if !ok {
+						n = 1000
+					}
+					t += fmt.Sprintf("; Prosody runs on one thread, so routing one wave of %s events costs it at least %s ms even with no gateway (the trivial component's figure), a floor under the lag of the wave's last event", num(n), num(n*sc/1000))
+				}
+			}
+		}
+	}
 	return t, true
 }
 

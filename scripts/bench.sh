@@ -86,6 +86,10 @@ bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchti
 # Directory scale (issue 23): 100,000 endpoints beside the empty gateway.
 bench internal/gatewaytest 6m -run '^$' -bench 'BenchmarkDirectory100k$' -benchtime 1x
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
+# The same event waves through the XMPP path alone (trivial component), and
+# the engine's commit of them alone (no XMPP): the parts of the lag goal.
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000XMPPCeiling$' -benchtime 1x
+bench tasks 3m -run '^$' -bench 'BenchmarkProgressWave$' -benchtime 1x
 bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
 # The store drivers side by side: admissions and MCP echo on PostgreSQL
 # against SQLite in the same run (ratio postgres/sqlite).

@@ -808,6 +808,7 @@ func BenchmarkConcurrentTasks1000(b *testing.B) {
 	WaitFor(b, 2*time.Minute, "all tasks running", func() bool { return running.Load() == nTasks })
 	heapBefore := benchHeapInUse()
 
+	cpu := startCPU(e.Server.PID())
 	t0 = time.Now()
 	close(gate)
 	allSettled := func() bool {
@@ -820,6 +821,7 @@ func BenchmarkConcurrentTasks1000(b *testing.B) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	runTime := time.Since(t0)
+	cpu.report(b, nTasks*(progress+1))
 	peak := benchProcKB(os.Getpid(), "VmHWM")
 	heapAfter := benchHeapInUse()
 

@@ -50,19 +50,8 @@ func run(dir, out string, missed bool) error {
 		outcomes = append(outcomes, r.evaluate(res))
 	}
 	if missed {
-		// One line per profile to take: row id, package, -bench, -benchtime,
-		// cpu or mem. Rows sharing a profile are listed once.
-		seen := map[Profile]bool{}
-		for _, o := range outcomes {
-			if o.Met == nil || *o.Met || o.Profile == nil || seen[*o.Profile] {
-				continue
-			}
-			seen[*o.Profile] = true
-			kind := "cpu"
-			if o.Profile.Mem {
-				kind = "mem"
-			}
-			fmt.Printf("%s\t%s\t%s\t%s\t%s\n", o.ID, o.Profile.Pkg, o.Profile.Bench, o.Profile.Benchtime, kind)
+		for _, l := range missedProfiles(outcomes) {
+			fmt.Println(l)
 		}
 		return nil
 	}
@@ -76,7 +65,7 @@ func run(dir, out string, missed bool) error {
 	met, miss, unmeasured := 0, 0, 0
 	for _, o := range outcomes {
 		switch {
-		case o.Target == nil:
+		case !o.primary():
 		case o.Met == nil:
 			unmeasured++
 		case *o.Met:
@@ -85,17 +74,35 @@ func run(dir, out string, missed bool) error {
 			miss++
 		}
 	}
-	fmt.Printf("benchreport: wrote %s: %d targets met, %d missed, %d not measured\n", out, met, miss, unmeasured)
-	for _, o := range outcomes {
-		if o.Target != nil {
-			state := "not measured"
-			if o.Met != nil {
-				state = map[bool]string{true: "met", false: "MISSED"}[*o.Met]
-			}
-			fmt.Printf("  %-16s %-12s figure %s %s, ratio %s, target %s\n", o.ID, state, valueText(o.Fig, o.HasFig), o.Figure.unit(), o.ratioText(), o.Target.Text)
+	fmt.Printf("benchreport: wrote %s: %d goals met, %d missed, %d not measured\n", out, met, miss, unmeasured)
+	for _, o := range goals(outcomes) {
+		state := "not measured"
+		if o.Met != nil {
+			state = map[bool]string{true: "met", false: "MISSED"}[*o.Met]
 		}
+		fmt.Printf("  %-20s %-12s figure %s %s, ratio %s, goal %s\n", o.ID, state, valueText(o.Fig, o.HasFig), o.Figure.unit(), o.ratioText(), o.Target.Text)
 	}
 	return nil
+}
+
+// missedProfiles lists the profiles to take for missed goals, one line
+// each: row id, package, -bench, -benchtime, cpu or mem. Rows sharing a
+// profile are listed once; superseded targets are not profiled.
+func missedProfiles(outcomes []Outcome) []string {
+	var out []string
+	seen := map[Profile]bool{}
+	for _, o := range outcomes {
+		if !o.primary() || o.Met == nil || *o.Met || o.Profile == nil || seen[*o.Profile] {
+			continue
+		}
+		seen[*o.Profile] = true
+		kind := "cpu"
+		if o.Profile.Mem {
+			kind = "mem"
+		}
+		out = append(out, fmt.Sprintf("%s\t%s\t%s\t%s\t%s", o.ID, o.Profile.Pkg, o.Profile.Bench, o.Profile.Benchtime, kind))
+	}
+	return out
 }
 
 func valueText(v float64, ok bool) string {

@@ -45,15 +45,18 @@ func TestParseAndEvaluate(t *testing.T) {
 		byID[r.ID] = r.evaluate(res)
 	}
 	adm := byID["admission-rate"]
-	if !adm.HasRatio || adm.Ratio != 0.4 || adm.Met == nil || *adm.Met {
-		t.Fatalf("admission: ratio %v met %v, want 0.4 and missed", adm.Ratio, adm.Met)
+	if !adm.HasRatio || adm.Ratio != 0.4 || adm.Met == nil || *adm.Met || adm.primary() {
+		t.Fatalf("admission: ratio %v met %v, want 0.4 and missed, as a superseded target", adm.Ratio, adm.Met)
+	}
+	if g := byID["admission-vs-events"]; !g.primary() || g.Met == nil || *g.Met {
+		t.Fatalf("admission goal (200/240 against ≥ 90 %%) should be missed: %+v", g.Met)
 	}
 	if got := adm.ratioText(); got != "40.0 %" {
 		t.Fatalf("ratio text %q", got)
 	}
 	mcp := byID["mcp32-rate"]
-	if mcp.Met == nil || *mcp.Met {
-		t.Fatalf("mcp32-rate should be missed: %+v", mcp)
+	if mcp.Met == nil || *mcp.Met || mcp.primary() {
+		t.Fatalf("mcp32-rate should be missed, as a superseded target: %+v", mcp)
 	}
 	lost := byID["conc-lost"]
 	if lost.Met == nil || !*lost.Met {
@@ -85,7 +88,7 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
          0     0%  0.31%      1.00s 31.25%  github.com/agentgw/agentgw/agentclient.(*Client).Invoke
      0.90s 28.12% 28.43%      0.90s 28.12%  syscall.Syscall
 `
-	if err := os.WriteFile(filepath.Join(dir, "pprof-admission-rate.txt"), []byte(prof), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "pprof-admission-vs-events.txt"), []byte(prof), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "benchmarks.md")
@@ -95,11 +98,11 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
 	doc, _ := os.ReadFile(out)
 	for _, want := range []string{
 		"| Admission: durable invokes accepted/s through Prosody (64 in flight; the echo tasks then run to completion) | 200 admissions/s | 500 admissions/s",
-		"| 40.0 % | ≥ 50 % of baseline | **no** |",
+		"| 40.0 % | ≥ 50 % of baseline (wave 2) | no (superseded) |",
+		"## Goals (issue 23)",
+		"| 83.3 % | ≥ 90 % of the XMPP path's limit | **missed** — this run has no breakdown of it",
 		"## Missed targets",
 		"`tasks.(*Engine).runBatch` — 37.5 % cumulative",
-		// 240/500 = 48 % < 50 %: the like-for-like XMPP limit misses too.
-		"reaches 48.0 % against the same target, so the XMPP path alone already misses the target",
 		"| Admission, against the XMPP path's own limit for the same stanzas | 200 admissions/s | 240 admissions/s",
 		"## Machine",
 		"- CPUs (nproc): ",
@@ -133,5 +136,117 @@ func TestStageBreakdown(t *testing.T) {
 				t.Errorf("traced/off ratio %v", o.Ratio)
 			}
 		}
+	}
+}
+
+// goalSample has every goal's benchmarks but the 100,000-endpoint one:
+// admission misses (85 %) with CPU figures, MCP 32 callers meets (90 %),
+// MCP 1 caller misses (3×) with a stages breakdown, the event lag misses
+// (129 ms) beside a ceiling that meets (40 ms), the 10k directory meets.
+const goalSample = `pkg: github.com/agentgw/agentgw/internal/gatewaytest
+BenchmarkAdmissionBaseline-2   	  1000	  1 ns/op	 2000 admissions/s	 40 gotest-cpu-%	 90 server-cpu-%
+BenchmarkAdmissionBaselineEvents-2   	  1000	  1 ns/op	 1000 admissions/s	 50 gotest-cpu-%	 98 server-cpu-%
+BenchmarkAdmission-2   	  1000	  1 ns/op	 850 admissions/s	 100 gotest-cpu-%	 80 server-cpu-%
+BenchmarkMCPEcho/callers=1-2   	 1	 1 ns/op	 300 calls/s	 3000 direct-calls/s	 3.0 p50-ms	 0.1 direct-p50-ms
+BenchmarkMCPEcho/callers=32-2   	 1	 1 ns/op	 900 calls/s	 9000 direct-calls/s	 20 p50-ms	 1 direct-p50-ms
+BenchmarkMCPEchoXMPPCeiling/callers=1-2   	 1	 1 ns/op	 1000 calls/s	 1.0 p50-ms
+BenchmarkMCPEchoXMPPCeiling/callers=32-2   	 1	 1 ns/op	 1000 calls/s	 10 p50-ms
+BenchmarkMCPEchoStages-2   	 1	 1 ns/op	 0.1 decode-p50-ms	 1.5 stanza-p50-ms	 0.05 authorize-p50-ms	 1.0 admission-commit-p50-ms	 0.9 dispatch-p50-ms	 0.8 transition-running-p50-ms	 1.2 backend-p50-ms	 0.7 transition-completed-p50-ms	 0.05 event-status-p50-ms	 0.05 event-completed-p50-ms	 3.0 p50-ms	 3.2 traced-p50-ms
+BenchmarkConcurrentTasks1000-2   	 1	 1 ns/op	 0 lost-revisions	 42 lag-p50-ms	 129 lag-p99-ms	 26 commit-p50-ms	 66 commit-p99-ms	 20 deliver-p50-ms	 64 deliver-p99-ms	 300 gotest-cpu-us/event	 120 server-cpu-us/event
+BenchmarkConcurrentTasks1000XMPPCeiling-2   	 1	 1 ns/op	 12 lag-p50-ms	 40 lag-p99-ms	 100 gotest-cpu-us/event	 110 server-cpu-us/event
+BenchmarkDirectory10k-2   	 1	 1 ns/op	 45 peak-rss-MB	 24 empty-rss-MB	 12 registry-heap-MB
+pkg: github.com/agentgw/agentgw/tasks
+BenchmarkProgressWave-2   	 1	 1 ns/op	 30 commit-p99-ms
+`
+
+func TestGoalRows(t *testing.T) {
+	res, err := Parse(strings.NewReader(goalSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []Outcome
+	for _, r := range Rows() {
+		outcomes = append(outcomes, r.evaluate(res))
+	}
+	want := map[string]string{
+		"admission-vs-events": "missed: largest measured cost: CPU in the gateway's process, 1176 µs per admission against 500 µs with the trivial component (+676 µs, the gateway's own), with that process at 100 % of a core and Prosody at 80.0 % (98.0 % in the baseline); in the echo call's breakdown the largest part is the three commits",
+		"mcp32-vs-ceiling":    "met",
+		// Commits 1.0+0.8+0.7 = 2.5 ms of the traced 3.2 ms.
+		"mcp1-vs-ceiling": "missed: largest measured cost: the three commits (admission, → running, → completed; each an fsync), p50 2.50 ms = 78.1 % of the echo call's p50 (3.20 ms",
+		"conc-lag-p99":    "missed: largest measured cost: the commit (the executor's Run call, until its revision is durable), p99 66.0 ms, p50 26.0 ms; then the delivery after the commit",
+		"dir-rss":         "met",
+		"dir100k-rss":     "not measured",
+		"dir100k-ready":   "not measured",
+		"conc-lost":       "met",
+	}
+	gs := goals(outcomes)
+	if len(gs) != len(goalOrder) {
+		t.Fatalf("%d goals, want %d (superseded targets must not count)", len(gs), len(goalOrder))
+	}
+	for i, o := range gs {
+		if o.ID != goalOrder[i] {
+			t.Errorf("goal %d is %s, want %s", i, o.ID, goalOrder[i])
+		}
+		if v := o.verdict(res); !strings.HasPrefix(v, want[o.ID]) {
+			t.Errorf("%s: verdict %q, want prefix %q", o.ID, v, want[o.ID])
+		}
+	}
+	byID := map[string]Outcome{}
+	for _, o := range outcomes {
+		byID[o.ID] = o
+	}
+	if v := byID["mcp1-vs-ceiling"].verdict(res); !strings.Contains(v, "the gateway adds 2.00 ms to the ceiling's p50 of 1.00 ms") {
+		t.Errorf("mcp1 verdict lacks the gateway's own addition: %q", v)
+	}
+	if v := byID["conc-lag-p99"].verdict(res); !strings.Contains(v, "the engine alone commits the same waves (tasks BenchmarkProgressWave, no XMPP) with p99 30.0 ms; the XMPP path alone delivers the same waves with p99 40.0 ms; CPU per event: 300 µs in the gateway's process against 100 µs in the trivial component's (+200 µs, the gateway's own), Prosody 120 µs against 110 µs; Prosody runs on one thread, so routing one wave of 1000 events costs it at least 110 ms even with no gateway") {
+		t.Errorf("lag verdict lacks the engine and the XMPP path alone: %q", v)
+	}
+
+	// Only missed goals are profiled: the superseded admission-rate and
+	// mcp32-p50 (missed too) are not, and rows sharing a profile once.
+	var ids []string
+	for _, l := range missedProfiles(outcomes) {
+		ids = append(ids, strings.SplitN(l, "\t", 2)[0])
+	}
+	if got := strings.Join(ids, " "); got != "admission-vs-events mcp1-vs-ceiling conc-lag-p99" {
+		t.Errorf("profiles to take: %q", got)
+	}
+
+	doc := render(outcomes, res, t.TempDir(), Machine{})
+	for _, w := range []string{
+		"| 1,000 concurrent long tasks, event lag p99 | 129 ms | 40.0 ms (trivial component sending the same events in the same waves, no persistence) | 129 ms | < 50 ms | **missed** — largest measured cost: the commit",
+		"| MCP echo calls/s, 32 callers, against the XMPP ceiling (BenchmarkMCPEchoXMPPCeiling) | 900 calls/s | 1000 calls/s (trivial component, same Prosody setup and callers) | 90.0 % | ≥ 85 % of the XMPP ceiling | **met** |",
+		"| directory, 100,000 endpoints × 5 tools, peak RSS | not measured | not measured (the same gateway with no endpoints) | not measured | < 250 MB | not measured |",
+		// The ceiling of a figure target is judged on its figure.
+		"reaches 40.0 ms against the same target, so the target is within what the path allows",
+		"Largest measured cost: the commit (the executor's Run call",
+		"| ≤ 5× direct (wave 2) | no (superseded) |",
+	} {
+		if !strings.Contains(doc, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+	missedSection := doc[strings.Index(doc, "## Missed targets"):]
+	missedSection = missedSection[:strings.Index(missedSection, "## How each scenario")]
+	if strings.Contains(missedSection, "### MCP echo end to end, 32 concurrent callers, p50") {
+		t.Error("a superseded target is listed under Missed targets")
+	}
+}
+
+func TestDirCosts(t *testing.T) {
+	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/internal/gatewaytest\n" +
+		"BenchmarkDirectory100k-2   	 1	 1 ns/op	 300 peak-rss-MB	 24 empty-rss-MB	 2.5 empty-ready-s	 4 ready-s	 150 registry-heap-MB\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Outcome{}
+	for _, r := range Rows() {
+		byID[r.ID] = r.evaluate(res)
+	}
+	if v := byID["dir100k-rss"].verdict(res); v != "missed: largest measured cost: what the endpoints add over the empty gateway, 276 MB of the peak 300 MB; then the empty gateway itself, 24.0 MB; the loaded index's live heap is 150 MB" {
+		t.Errorf("rss verdict %q", v)
+	}
+	if v := byID["dir100k-ready"].verdict(res); v != "missed: largest measured cost: the empty gateway's own start, 2.50 s of the 4.00 s (loading the endpoints adds 1.50 s)" {
+		t.Errorf("ready verdict %q", v)
 	}
 }

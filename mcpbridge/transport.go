@@ -152,7 +152,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	w.f.fn = t.tap.outgoing
 	r := &tapReader{r: outR}
 	r.f.fn = t.tap.incoming
-	return (&mcp.IOTransport{Reader: r, Writer: w}).Connect(ctx)
+	return newNDJSONConn(r, w, mcp.DefaultMaxLineLength), nil
 }
 
 // procStdin closes the server by the stop sequence when the SDK closes the

@@ -25,11 +25,16 @@ import (
 // jsonrpc "2.0", an integer or string id, "method" present means a request
 // (or a notification without id), otherwise a response that needs an id.
 //
+// onIn and onOut, when set, see each whole frame (the tap): onIn before the
+// SDK gets the message, onOut before the frame is written, so that the
+// tap needs no second scan of the byte stream.
+//
 // A batch (a JSON array of messages, gone from MCP since 2025-06-18) is
 // delivered one message at a time; replies to requests in it are sent one
 // by one rather than as an array.
 type ndjsonConn struct {
 	rwc      io.ReadWriteCloser
+	onOut    func([]byte)
 	incoming chan frameOrErr
 	queue    []jsonrpc.Message // rest of the last batch; reads are serial
 
@@ -46,8 +51,8 @@ type frameOrErr struct {
 
 var errFrameTooLarge = errors.New("inbound JSON-RPC frame exceeded the maximum line length")
 
-func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int) *ndjsonConn {
-	c := &ndjsonConn{rwc: rwc{r, w}, incoming: make(chan frameOrErr), closed: make(chan struct{})}
+func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int, onIn, onOut func([]byte)) *ndjsonConn {
+	c := &ndjsonConn{rwc: rwc{r, w}, onOut: onOut, incoming: make(chan frameOrErr), closed: make(chan struct{})}
 	// Reads run in a goroutine so that Read can return as soon as Close is
 	// called, as the SDK's connection does.
 	go func() {
@@ -65,6 +70,9 @@ func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int) *ndjsonConn {
 				} else if rerr != nil && rerr != io.EOF {
 					err = rerr
 				}
+			}
+			if err == nil && onIn != nil && len(raw) <= maxTapFrame {
+				onIn(raw)
 			}
 			select {
 			case c.incoming <- frameOrErr{raw, err}:
@@ -133,10 +141,12 @@ func (c *ndjsonConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	if err != nil {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
-	data = append(data, '\n')
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	_, err = c.rwc.Write(data)
+	if c.onOut != nil && len(data) <= maxTapFrame {
+		c.onOut(data)
+	}
+	_, err = c.rwc.Write(append(data, '\n'))
 	return err
 }
 

@@ -103,7 +103,7 @@ func FuzzDecodeMessage(f *testing.F) {
 func TestNDJSONConnFraming(t *testing.T) {
 	read := func(t *testing.T, input string, limit int) ([]jsonrpc.Message, error) {
 		t.Helper()
-		c := newNDJSONConn(io.NopCloser(strings.NewReader(input)), nopWriteCloser{io.Discard}, limit)
+		c := newNDJSONConn(io.NopCloser(strings.NewReader(input)), nopWriteCloser{io.Discard}, limit, nil, nil)
 		defer c.Close()
 		var out []jsonrpc.Message
 		for {
@@ -146,7 +146,7 @@ func TestNDJSONConnFraming(t *testing.T) {
 
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	c := newNDJSONConn(pr, nopWriteCloser{io.Discard}, 1024)
+	c := newNDJSONConn(pr, nopWriteCloser{io.Discard}, 1024, nil, nil)
 	done := make(chan error, 1)
 	go func() { _, err := c.Read(context.Background()); done <- err }()
 	c.Close()
@@ -158,7 +158,7 @@ func TestNDJSONConnFraming(t *testing.T) {
 // TestNDJSONConnWrite: one frame per line, as the SDK writes them.
 func TestNDJSONConnWrite(t *testing.T) {
 	var buf bytes.Buffer
-	c := newNDJSONConn(io.NopCloser(strings.NewReader("")), nopWriteCloser{&buf}, 1024)
+	c := newNDJSONConn(io.NopCloser(strings.NewReader("")), nopWriteCloser{&buf}, 1024, nil, nil)
 	id, _ := jsonrpc.MakeID(float64(3))
 	if err := c.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"echo"}`)}); err != nil {
 		t.Fatal(err)

@@ -317,6 +317,8 @@ func Rows() []Row {
 			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-cpu-µs/task", Show: "µs/task"},
 			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-cpu-µs/task", Show: "µs/task"},
 			BaseNote: "trivial component process, same stanzas, 32 callers, same run"},
+		{ID: "mcp-bridge-cpu", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo): CPU of the bridge's process per call (node not included)",
+			Figure: Metric{Pkg: "mcpbridge", Bench: "BenchmarkEchoBackend", Unit: "cpu-µs/call", Show: "µs/call"}},
 		{ID: "cpu32-backend", Scenario: "CPU per MCP echo task, 32 callers: server-everything (node, the gateway's child)",
 			Figure: Metric{Pkg: gwt, Bench: cpu32, Unit: "backend-cpu-µs/task", Show: "µs/task"}},
 		{ID: "cpu32-prosody", Scenario: "CPU per MCP echo task, 32 callers: Prosody serving the gateway",

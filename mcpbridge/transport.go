@@ -148,11 +148,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	}()
 
-	w := &tapWriter{w: &procStdin{p: p}}
-	w.f.fn = t.tap.outgoing
-	r := &tapReader{r: outR}
-	r.f.fn = t.tap.incoming
-	return (&mcp.IOTransport{Reader: r, Writer: w}).Connect(ctx)
+	return newNDJSONConn(outR, &procStdin{p: p}, mcp.DefaultMaxLineLength, t.tap.incoming, t.tap.outgoing), nil
 }
 
 // procStdin closes the server by the stop sequence when the SDK closes the

@@ -3,11 +3,14 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentgw/agentgw/backendkit"
@@ -155,19 +158,52 @@ type nopCloser struct{ *strings.Reader }
 
 func (nopCloser) Close() error { return nil }
 
-func TestFrameTapSplitsValues(t *testing.T) {
-	stream := `{"id":1,"result":{"t":"a}b\"{c\\"}}` + "\n" + `  {"id":2,"result":[1,{"x":"]"}]}` + "\r\nnot json\n" + `{"id":3}`
-	for chunk := 1; chunk <= len(stream); chunk++ {
+// TestNDJSONConnFeedsTheTap: the stdio connection hands the tap each whole
+// frame, byte for byte and in wire order, before the SDK reads the message,
+// however the stream is split.
+func TestNDJSONConnFeedsTheTap(t *testing.T) {
+	frames := []string{`{"jsonrpc":"2.0","id":1,"result":{"t":"a}b\"{c\\"}}`, `{"jsonrpc":"2.0","id":2,"result":{"x":[1,{"y":"]"}]}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`}
+	stream := frames[0] + "\n  " + frames[1] + "\r\n" + frames[2] + "\n"
+	for _, chunk := range []int{1, 7, len(stream)} {
+		pr, pw := io.Pipe()
+		var mu sync.Mutex
 		var got []string
-		f := frameTap{fn: func(b []byte) { got = append(got, string(b)) }}
-		for i := 0; i < len(stream); i += chunk {
-			f.feed([]byte(stream[i:min(i+chunk, len(stream))]))
+		c := newNDJSONConn(pr, nopWriteCloser{io.Discard}, 1<<20, func(b []byte) {
+			mu.Lock()
+			got = append(got, string(b))
+			mu.Unlock()
+		}, nil)
+		go func() {
+			for i := 0; i < len(stream); i += chunk {
+				pw.Write([]byte(stream[i:min(i+chunk, len(stream))]))
+			}
+			pw.Close()
+		}()
+		for i := range frames {
+			if _, err := c.Read(context.Background()); err != nil {
+				t.Fatalf("chunk %d: read %d: %v", chunk, i, err)
+			}
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			if n < i+1 {
+				t.Fatalf("chunk %d: message %d read before the tap saw it", chunk, i)
+			}
 		}
-		// The last value is complete without a trailing newline.
-		want := []string{`{"id":1,"result":{"t":"a}b\"{c\\"}}`, `{"id":2,"result":[1,{"x":"]"}]}`, `{"id":3}`}
-		if !slices.Equal(got, want) {
-			t.Fatalf("chunk %d: %q", chunk, got)
+		c.Close()
+		if !slices.Equal(got, frames) {
+			t.Fatalf("chunk %d: tap saw %q", chunk, got)
 		}
+	}
+	var out []string
+	c := newNDJSONConn(io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, 1024, nil, func(b []byte) { out = append(out, string(b)) })
+	id, _ := jsonrpc.MakeID("r1")
+	if err := c.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "ping"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0] != `{"jsonrpc":"2.0","id":"r1","method":"ping"}` {
+		t.Fatalf("tap saw outgoing %q", out)
 	}
 }
 

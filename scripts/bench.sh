@@ -66,6 +66,9 @@ bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
 # Echo end to end through XMPP, MCP and connector, against direct calls.
 bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
+# CPU per echo task of the gateway process beside the trivial component's,
+# each a process of its own (issue 23 item 3).
+bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkEchoCPU$' -benchtime 1x
 # The latency breakdown of the echo call from its OpenTelemetry spans, and
 # the cost of the instrumentation with tracing off (issue 23).
 bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkMCPEchoStages$' -benchtime 1x

@@ -86,7 +86,15 @@ func startTrivialTarget(b *testing.B, users []string, withEvents bool) (*Env, []
 			b.Fatal(err)
 		}
 	}
-	domain := jid.MustParse(srv.ComponentDomain)
+	startTrivialComponent(b, srv.ComponentDomain, srv.ComponentAddr, srv.ComponentSecret, withEvents)
+	e := &Env{T: b, Server: srv, Domain: srv.ComponentDomain}
+	return e, benchClients(b, e, users), jid.MustParse("echo@" + srv.ComponentDomain)
+}
+
+// startTrivialComponent connects the trivial component (see
+// startTrivialTarget) to the server at addr for domain, until tb ends.
+func startTrivialComponent(tb testing.TB, domainStr, addr, secret string, withEvents bool) {
+	domain := jid.MustParse(domainStr)
 	r := component.NewRouter(domain, allEndpoints{}, slog.New(slog.DiscardHandler))
 	var comp atomic.Pointer[component.Component]
 	r.HandleEndpointIQ(component.IQSet, ns.Task, "invoke", component.AccessExisting, component.IQHandlerFunc(
@@ -101,10 +109,8 @@ func startTrivialTarget(b *testing.B, users []string, withEvents bool) (*Env, []
 			}
 			return taskxmpp.AcceptedElement(acc), nil
 		}))
-	comp.Store(componenttest.Start(b, component.Config{Domain: domain, Addr: srv.ComponentAddr, Secret: srv.ComponentSecret,
+	comp.Store(componenttest.Start(tb, component.Config{Domain: domain, Addr: addr, Secret: secret,
 		Logger: slog.New(slog.DiscardHandler)}, r))
-	e := &Env{T: b, Server: srv, Domain: srv.ComponentDomain}
-	return e, benchClients(b, e, users), jid.MustParse("echo@" + srv.ComponentDomain)
 }
 
 // cannedEchoResult is the completed payload of server-everything's echo as

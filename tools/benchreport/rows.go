@@ -240,6 +240,8 @@ func Rows() []Row {
 	mcp1 := "BenchmarkMCPEcho/callers=1"
 	ceil32 := "BenchmarkMCPEchoXMPPCeiling/callers=32"
 	ceil1 := "BenchmarkMCPEchoXMPPCeiling/callers=1"
+	cpu1 := "BenchmarkEchoCPU/callers=1"
+	cpu32 := "BenchmarkEchoCPU/callers=32"
 	chain := "BenchmarkEchoFullChainVsDirect/prosody-nagle-off"
 	chainDefault := "BenchmarkEchoFullChainVsDirect/prosody-default"
 	admProf := &Profile{Pkg: gwt, Bench: "BenchmarkAdmission$", Benchtime: "5s"}
@@ -328,6 +330,25 @@ func Rows() []Row {
 			Figure: m(gwt, mcp32, "p99-ms"), Baseline: mp(gwt, mcp32, "direct-p99-ms"), BaseNote: "go-sdk direct, 32 concurrent"},
 		{ID: "mcp-bridge", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo), per call",
 			Figure: nsMS("mcpbridge", "BenchmarkEchoBackend"), Baseline: ptr(nsMS("mcpbridge", "BenchmarkEchoDirect")), BaseNote: "go-sdk direct"},
+
+		// CPU per call (issue 23 item 3): /proc utime+stime of each process
+		// over the timed phases, divided by the tasks completed.
+		{ID: "cpu1-gateway", Scenario: "CPU per MCP echo task, 1 caller: `agentgw serve` process (server-everything's own CPU not included)",
+			Figure:   Metric{Pkg: gwt, Bench: cpu1, Unit: "gw-cpu-µs/task", Show: "µs/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu1, Unit: "ceiling-cpu-µs/task", Show: "µs/task"},
+			BaseNote: "trivial component process sending the same stanzas (accepted, running, completed), same run"},
+		{ID: "cpu32-gateway", Scenario: "CPU per MCP echo task, 32 callers: `agentgw serve` process",
+			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-cpu-µs/task", Show: "µs/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-cpu-µs/task", Show: "µs/task"},
+			BaseNote: "trivial component process, same stanzas, 32 callers, same run"},
+		{ID: "mcp-bridge-cpu", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo): CPU of the bridge's process per call (node not included)",
+			Figure: Metric{Pkg: "mcpbridge", Bench: "BenchmarkEchoBackend", Unit: "cpu-µs/call", Show: "µs/call"}},
+		{ID: "cpu32-backend", Scenario: "CPU per MCP echo task, 32 callers: server-everything (node, the gateway's child)",
+			Figure: Metric{Pkg: gwt, Bench: cpu32, Unit: "backend-cpu-µs/task", Show: "µs/task"}},
+		{ID: "cpu32-prosody", Scenario: "CPU per MCP echo task, 32 callers: Prosody serving the gateway",
+			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-server-cpu-µs/task", Show: "µs/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-server-cpu-µs/task", Show: "µs/task"},
+			BaseNote: "Prosody serving the trivial component, same run"},
 
 		// Connector echo.
 		{ID: "conn1-mean", Scenario: "Connector echo end to end through XMPP, 1 caller, mean",

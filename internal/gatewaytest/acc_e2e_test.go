@@ -278,7 +278,17 @@ func TestACCThroughProsody(t *testing.T) {
 	conn.kill()
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
 	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
-	time.Sleep(500 * time.Millisecond)
+	// Cancel once the run is on the new connection, not after a fixed
+	// 500 ms a loaded machine can miss.
+	resumed := runID[len(runID)-1]
+	WaitFor(t, 20*time.Second, "the run to continue on the new connection", func() bool {
+		for _, line := range strings.Split(e.Log.String(), "\n") {
+			if strings.Contains(line, "the run continues") && strings.Contains(line, resumed) {
+				return true
+			}
+		}
+		return false
+	})
 	cancelTask(t, ctx, c, ep, id)
 	out := outcomeOf(t, done)
 	if out.State != agentproto.StateCancelled || !strings.Contains(string(out.Payload), "confirmed") {

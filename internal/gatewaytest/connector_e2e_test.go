@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,12 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// Restart only once the call is at the connector: restarted before it
+	// got there (a fixed 400 ms on a loaded machine), the call would simply
+	// run on the new connection.
+	WaitFor(t, 30*time.Second, "slow_count at the connector", func() bool {
+		return slices.ContainsFunc(srv.Invocations(), func(in connectortest.Invocation) bool { return in.ToolID == "slow_count" })
+	})
 	if err := srv.Restart(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

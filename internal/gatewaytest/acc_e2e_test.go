@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/porttest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -114,14 +114,15 @@ func (p *refProc) runIDs(typ string) []string {
 	return out
 }
 
+// freePort picks a port that the gateway binds later (porttest: outside
+// the ephemeral range, so no client socket takes it meanwhile).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := porttest.Free("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func accTOML(port int, domain string) string {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/internal/porttest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -79,12 +79,11 @@ func startCluster(t *testing.T, connectorURL string) *clusterEnv {
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("gw-%d", i)
 		c.names = append(c.names, name)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := porttest.Addr("127.0.0.1") // bound later by the member
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.metrics[name] = ln.Addr().String()
-		ln.Close()
+		c.metrics[name] = addr
 		// No local domain: every caller is a remote principal and sees
 		// nothing until `agentgw trust` grants it, which is how the test
 		// watches a grant reach every instance.

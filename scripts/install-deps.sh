@@ -102,7 +102,7 @@ fi
 
 # The Go modules, fetched once here with retries rather than by the first
 # go command of the test run.
-if command -v go >/dev/null; then
+if [ -f go.mod ] && command -v go >/dev/null; then
 	if retry go mod download; then
 		echo "install-deps: go modules present"
 	else

@@ -79,6 +79,7 @@ func startInbox(t *testing.T, e *Env, user string) *inboxHuman {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			cancel()
+			<-done // stderr is written until Wait returns
 		}
 		if t.Failed() {
 			t.Logf("iminbox stderr:\n%s\nevents: %v", h.stderr.String(), h.all())

@@ -276,8 +276,10 @@ func (c *Component) session(ctx context.Context) (time.Duration, error) {
 	connCtx, connCancel := context.WithCancel(context.Background())
 	c.lastIn.Store(started.UnixNano())
 	c.pending.setOpen()
-	c.connected.Store(true)
+	// The count first: whoever sees Connected() true must also see this
+	// stream counted in Stats().
 	c.connects.Add(1)
+	c.connected.Store(true)
 	c.readyOnce.Do(func() { close(c.ready) })
 	c.log.Info("component: connected", "domain", c.cfg.Domain.String(), "server", c.cfg.Addr)
 	c.mu.Lock()

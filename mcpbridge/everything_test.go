@@ -466,7 +466,7 @@ func TestEverythingCancelDuringInput(t *testing.T) {
 	// The elicitation was answered "cancel" so the server is not left
 	// waiting: find our response to its elicitation/create.
 	var elicitID json.RawMessage
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, f := range s.framesCopy() {
 			var m struct {
@@ -505,7 +505,7 @@ func TestEverythingInputExpiry(t *testing.T) {
 	if r.Failure == nil || r.Failure.Code != agentproto.CodeInputExpired {
 		t.Fatalf("got %s", r.Outcome())
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, f := range s.framesCopy() {
 			if f.out && bytes.Contains(f.data, []byte(`"action":"decline"`)) {
@@ -622,7 +622,7 @@ func TestEverythingDeadlineAndShutdown(t *testing.T) {
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Execute did not return on shutdown")
 	}
 	if got := r.Outcome(); got != "not settled" {

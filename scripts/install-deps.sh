@@ -13,6 +13,19 @@ as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# retry runs a command that fetches from the network up to 3 times: a
+# fresh CI machine must not fail on one dropped connection to a mirror.
+retry() {
+	local n
+	for n in 1 2 3; do
+		"$@" && return 0
+		[ "$n" = 3 ] && break
+		echo "install-deps: '$*' failed (attempt $n of 3); retrying in $((n * 10)) s" >&2
+		sleep $((n * 10))
+	done
+	return 1
+}
+
 installed() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
@@ -24,7 +37,7 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
 	echo "install-deps: apt-get install ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	as_root apt-get update -qq
+	retry as_root apt-get update -qq
 	# The packages must not start system services: the tests run private
 	# instances on their own ports.
 	policy=/usr/sbin/policy-rc.d
@@ -35,7 +48,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 		created_policy=1
 		trap 'as_root rm -f "$policy"' EXIT
 	fi
-	as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	retry as_root apt-get install -y -qq --no-install-recommends -o Acquire::Retries=3 "${missing[@]}"
 	if [ -n "$created_policy" ]; then
 		as_root rm -f "$policy"
 		trap - EXIT
@@ -80,9 +93,20 @@ if [ -f package-lock.json ]; then
 		echo "install-deps: node_modules is a link to $(readlink node_modules) and does not match package-lock.json; not reinstalling through it (run npm ci there)" >&2
 	else
 		echo "install-deps: npm ci"
-		npm ci --no-audit --no-fund --loglevel=error
+		retry npm ci --no-audit --no-fund --loglevel=error
 	fi
 elif [ -f package.json ]; then
 	echo "install-deps: no package-lock.json; npm install"
 	npm install --no-audit --no-fund --loglevel=error
+fi
+
+# The Go modules, fetched once here with retries rather than by the first
+# go command of the test run.
+if [ -f go.mod ] && command -v go >/dev/null; then
+	if retry go mod download; then
+		echo "install-deps: go modules present"
+	else
+		echo "install-deps: go mod download failed" >&2
+		exit 1
+	fi
 fi

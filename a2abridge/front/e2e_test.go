@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -194,13 +195,47 @@ type step struct {
 
 func (x *e2e) run(tb testing.TB, steps ...map[string]any) []step {
 	tb.Helper()
+	return x.runSignalling(tb, nil, steps...)
+}
+
+// signalWriter keeps the client's stderr and closes signalled when a
+// line equal to line has been written (a step's "signal": the client has
+// read the first event of its stream).
+type signalWriter struct {
+	mu        sync.Mutex
+	b         strings.Builder
+	line      string
+	signalled chan struct{}
+	once      sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if w.signalled != nil && strings.Contains(w.b.String(), w.line+"\n") {
+		w.once.Do(func() { close(w.signalled) })
+	}
+	return len(p), nil
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// runSignalling is run; a step with "signal": "first-event" closes
+// signalled once the client has read that stream's first event.
+func (x *e2e) runSignalling(tb testing.TB, signalled chan struct{}, steps ...map[string]any) []step {
+	tb.Helper()
 	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "steps": steps})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, x.node, filepath.Join(x.root, "testdata", "a2a", "client.mjs"), string(plan))
 	cmd.Dir = x.root
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &signalWriter{line: "first-event", signalled: signalled}
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	var res struct {
 		Steps []step `json:"steps"`
@@ -385,10 +420,19 @@ func TestA2AFrontScripted(t *testing.T) {
 	}
 	waitID := again[1].Task.ID
 	resub := make(chan []step, 1)
+	streaming := make(chan struct{})
 	go func() {
-		resub <- x.run(t, map[string]any{"op": "resubscribe", "jid": weather, "taskId": waitID})
+		resub <- x.runSignalling(t, streaming, map[string]any{"op": "resubscribe", "jid": weather, "taskId": waitID, "signal": "first-event"})
 	}()
-	time.Sleep(time.Second) // let the resubscription start before the cancel
+	// Cancel only once the resubscription streams: a fixed one-second
+	// sleep lost to a slow node start on a loaded machine.
+	select {
+	case <-streaming:
+	case rs := <-resub:
+		resub <- rs // ended before its first event; the checks below say how
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the resubscription never streamed")
+	}
 	x.run(t, map[string]any{"op": "cancel", "jid": weather, "taskId": waitID})
 	rs := <-resub
 	noError(t, rs[0])

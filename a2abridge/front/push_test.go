@@ -72,7 +72,7 @@ func TestPushedChangeRefreshesCards(t *testing.T) {
 	if a, _ := f.lookup(ctx, "weather@agents.example.test"); a.version != "2" || a.card.Version != "2" {
 		t.Fatalf("after the push: %s", a.version)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c.mu.Lock()
 		n := c.subscribe

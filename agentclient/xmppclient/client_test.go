@@ -139,7 +139,7 @@ func TestClientAgainstProsody(t *testing.T) {
 				if text != want {
 					t.Fatalf("got %q, want %q", text, want)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatalf("held message %q not delivered", want)
 			}
 		}

@@ -88,12 +88,16 @@ func testLarge(t *testing.T, open Open) {
 func testLease(t *testing.T, open Open) {
 	ms, shared := open(t, 2)
 	ctx := context.Background()
-	held, cur, err := ms[0].Acquire(ctx, "connector:x", "gw-1", 2*time.Second)
+	// Leases that must stay live across a step get a long TTL: a loaded
+	// machine can stall a few seconds between two calls. Only the lease
+	// meant to expire gets a short one.
+	const live = time.Minute
+	held, cur, err := ms[0].Acquire(ctx, "connector:x", "gw-1", live)
 	if err != nil || !held || cur != "gw-1" {
 		t.Fatalf("first acquire: %v %q %v", held, cur, err)
 	}
 	// Renewal by the holder.
-	if held, _, err := ms[0].Acquire(ctx, "connector:x", "gw-1", 2*time.Second); err != nil || !held {
+	if held, _, err := ms[0].Acquire(ctx, "connector:x", "gw-1", live); err != nil || !held {
 		t.Fatalf("renew: %v %v", held, err)
 	}
 	ls, err := ms[1].List(ctx)
@@ -103,19 +107,23 @@ func testLease(t *testing.T, open Open) {
 	if !shared {
 		return
 	}
-	held, cur, err = ms[1].Acquire(ctx, "connector:x", "gw-2", 2*time.Second)
+	held, cur, err = ms[1].Acquire(ctx, "connector:x", "gw-2", live)
 	if err != nil || held || cur != "gw-1" {
 		t.Fatalf("second holder while live: %v %q %v", held, cur, err)
 	}
 	// Another name is independent.
-	if held, _, err := ms[1].Acquire(ctx, "connector:y", "gw-2", time.Second); err != nil || !held {
+	if held, _, err := ms[1].Acquire(ctx, "connector:y", "gw-2", live); err != nil || !held {
 		t.Fatalf("other lease: %v %v", held, err)
 	}
 	// After expiry the other instance takes it, and the old holder's
-	// renewal then fails.
-	deadline := time.Now().Add(10 * time.Second)
+	// renewal then fails. The holder renews with a short TTL to let it
+	// expire.
+	if held, _, err := ms[0].Acquire(ctx, "connector:x", "gw-1", time.Second); err != nil || !held {
+		t.Fatalf("short renew: %v %v", held, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		held, cur, err = ms[1].Acquire(ctx, "connector:x", "gw-2", 2*time.Second)
+		held, cur, err = ms[1].Acquire(ctx, "connector:x", "gw-2", live)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +135,7 @@ func testLease(t *testing.T, open Open) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if held, cur, err := ms[0].Acquire(ctx, "connector:x", "gw-1", 2*time.Second); err != nil || held || cur != "gw-2" {
+	if held, cur, err := ms[0].Acquire(ctx, "connector:x", "gw-1", live); err != nil || held || cur != "gw-2" {
 		t.Fatalf("old holder renewed a taken lease: %v %q %v", held, cur, err)
 	}
 	// Release by a non-holder is a no-op; by the holder frees it at once.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/porttest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -114,14 +114,15 @@ func (p *refProc) runIDs(typ string) []string {
 	return out
 }
 
+// freePort picks a port that the gateway binds later (porttest: outside
+// the ephemeral range, so no client socket takes it meanwhile).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := porttest.Free("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func accTOML(port int, domain string) string {
@@ -278,7 +279,17 @@ func TestACCThroughProsody(t *testing.T) {
 	conn.kill()
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
 	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
-	time.Sleep(500 * time.Millisecond)
+	// Cancel once the run is on the new connection, not after a fixed
+	// 500 ms a loaded machine can miss.
+	resumed := runID[len(runID)-1]
+	WaitFor(t, 20*time.Second, "the run to continue on the new connection", func() bool {
+		for _, line := range strings.Split(e.Log.String(), "\n") {
+			if strings.Contains(line, "the run continues") && strings.Contains(line, resumed) {
+				return true
+			}
+		}
+		return false
+	})
 	cancelTask(t, ctx, c, ep, id)
 	out := outcomeOf(t, done)
 	if out.State != agentproto.StateCancelled || !strings.Contains(string(out.Payload), "confirmed") {

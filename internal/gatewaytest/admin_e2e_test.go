@@ -59,7 +59,7 @@ func admListed(ctx context.Context, c *agentclient.Client, gw jid.JID, ep string
 // item-not-found (!visible), and returns how long that took from since.
 func admWaitVisible(t *testing.T, ctx context.Context, c *agentclient.Client, e *Env, ep string, visible bool, since time.Time) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(MinWait)
 	for {
 		listed, err := admListed(ctx, c, e.GatewayJID(), ep)
 		if err != nil {
@@ -73,7 +73,7 @@ func admWaitVisible(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 			return time.Since(since)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: visible=%v not reached within 10 s (listed %v, disco#info error %v)", ep, visible, listed, infoErr)
+			t.Fatalf("%s: visible=%v not reached within %v (listed %v, disco#info error %v)", ep, visible, MinWait, listed, infoErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

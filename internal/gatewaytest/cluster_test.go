@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/internal/porttest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -79,12 +79,11 @@ func startCluster(t *testing.T, connectorURL string) *clusterEnv {
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("gw-%d", i)
 		c.names = append(c.names, name)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := porttest.Addr("127.0.0.1") // bound later by the member
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.metrics[name] = ln.Addr().String()
-		ln.Close()
+		c.metrics[name] = addr
 		// No local domain: every caller is a remote principal and sees
 		// nothing until `agentgw trust` grants it, which is how the test
 		// watches a grant reach every instance.
@@ -334,6 +333,24 @@ func directoryOf(ctx context.Context, c *agentclient.Client, gw string) ([]strin
 // random per stanza, every one of the three answers (the chance that one
 // never does in 15 tries is under 1 %), and requires each answer to satisfy
 // ok.
+// soonOnEvery waits until a change made on one instance shows on every
+// one: 15 answers in a row (spread over the instances) satisfy ok. The
+// instances poll once a second, so a fixed one-second sleep before
+// sameOnEvery raced that poll on a loaded machine.
+func soonOnEvery(t *testing.T, what string, ask func() ([]string, error), ok func([]string) bool) {
+	t.Helper()
+	start := time.Now()
+	WaitFor(t, MinWait, what, func() bool {
+		for range 15 {
+			if got, err := ask(); err != nil || !ok(got) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%s: on every instance after %v", what, time.Since(start).Round(time.Millisecond))
+}
+
 func sameOnEvery(t *testing.T, what string, ask func() ([]string, error), ok func([]string) bool) {
 	t.Helper()
 	for i := range 15 {
@@ -446,17 +463,14 @@ func TestCluster(t *testing.T) {
 		}
 		sameOnEvery(t, "carol before any grant", ask(carol), func(l []string) bool { return len(l) == 0 })
 		e.Agentgw(0, "trust", "grant", "--config", c.configs["gw-2"], "--visibility", e.JID("carol"))
-		time.Sleep(time.Second)
-		sameOnEvery(t, "carol 1 s after the grant", ask(carol), func(l []string) bool { return slices.Contains(l, "work@"+gw) })
+		soonOnEvery(t, "carol after the grant", ask(carol), func(l []string) bool { return slices.Contains(l, "work@"+gw) })
 
 		manifest := filepath.Join(e.Dir, "static.json")
 		os.WriteFile(manifest, []byte(DefaultManifest("static@"+gw)), 0o644)
 		e.Agentgw(0, "admin", "register", "--config", c.configs["gw-3"], "--activate", manifest)
-		time.Sleep(time.Second)
-		sameOnEvery(t, "static 1 s after activation", ask(admin), func(l []string) bool { return slices.Contains(l, "static@"+gw) })
+		soonOnEvery(t, "static after activation", ask(admin), func(l []string) bool { return slices.Contains(l, "static@"+gw) })
 		e.Agentgw(0, "admin", "deactivate", "--config", c.configs["gw-1"], "static@"+gw)
-		time.Sleep(time.Second)
-		sameOnEvery(t, "static 1 s after deactivation", ask(admin), func(l []string) bool {
+		soonOnEvery(t, "static after deactivation", ask(admin), func(l []string) bool {
 			return slices.Contains(l, "work@"+gw) && !slices.Contains(l, "static@"+gw)
 		})
 	})

@@ -106,11 +106,24 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	if err != nil {
 		t.Fatal(err)
 	}
+	slowCalls := func() int {
+		n := 0
+		for _, in := range srv.Invocations() {
+			if in.ToolID == "slow_count" {
+				n++
+			}
+		}
+		return n
+	}
+	slowBefore := slowCalls()
 	acc, err := c.Invoke(ctx, ep, &agentclient.InvokeRequest{Tool: "slow_count", Version: p.Manifest.Version, ManifestHash: p.Manifest.Hash, Arguments: json.RawMessage(`{"steps":50,"delay_ms":200}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// Restart only once the call is at the connector: restarted before it
+	// got there (a fixed 400 ms on a loaded machine), the call would simply
+	// run on the new connection.
+	WaitFor(t, 30*time.Second, "slow_count at the connector", func() bool { return slowCalls() > slowBefore })
 	if err := srv.Restart(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

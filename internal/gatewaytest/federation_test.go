@@ -101,12 +101,16 @@ invoke_burst = 40
 	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, "a.test")
 	revoked := time.Now()
 	for {
+		// Judge each invoke by when it was sent, not by when its answer
+		// came back: on a loaded machine an invoke sent before the revoke
+		// applied can answer after the second is up, and that is right.
+		sent := time.Now()
 		_, err := invoke()
 		if ErrCondition(err) == "item-not-found" {
 			break
 		}
-		if time.Since(revoked) > time.Second {
-			t.Fatalf("invoke still answered %v more than 1 s after the revoke", err)
+		if sent.Sub(revoked) > time.Second {
+			t.Fatalf("an invoke sent %v after the revoke still answered %v", sent.Sub(revoked).Round(time.Millisecond), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

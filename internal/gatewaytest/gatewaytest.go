@@ -359,17 +359,24 @@ func DefaultExecutor() *taskstest.Executor {
 	return x
 }
 
-// WaitFor polls cond until it holds or the timeout passes.
+// MinWait is the least any wait on a condition lasts: timeouts written for
+// a quiet machine are missed on a loaded 2-core CI runner, where these
+// suites share the CPU with real servers and the other test binaries. A
+// longer wait only delays a failure; it never hides one.
+const MinWait = 30 * time.Second
+
+// WaitFor polls cond until it holds or the timeout (at least MinWait)
+// passes.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, MinWait)
 	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %v waiting for %s", timeout, what)
 }
 
 // ErrCondition is agentclient.Condition re-exported for brevity in tests.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,8 @@ import (
 
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+
+	_ "github.com/mattn/go-sqlite3" // read the gateway's queue before the kill
 )
 
 // inboxHuman is testdata/slixmpp/iminbox.py running as the inbox JID.
@@ -75,6 +79,7 @@ func startInbox(t *testing.T, e *Env, user string) *inboxHuman {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			cancel()
+			<-done // stderr is written until Wait returns
 		}
 		if t.Failed() {
 			t.Logf("iminbox stderr:\n%s\nevents: %v", h.stderr.String(), h.all())
@@ -238,7 +243,12 @@ download_origins = [%q]
 	}
 	alice.send(map[string]any{"to": from, "body": "reply before the crash", "thread": "conv_bob", "id": "alice-2"})
 	alice.wait(30*time.Second, "alice's second send", func(m map[string]any) bool { return m["event"] == "sent" && m["id"] == "alice-2" })
-	time.Sleep(150 * time.Millisecond)
+	// Kill only once the gateway has the reply durably (queued, or already
+	// on the IM side): before that it is Prosody's to lose, not ours, and a
+	// fixed 150 ms sleep lost that race on a loaded machine.
+	WaitFor(t, 60*time.Second, "the gateway to queue alice's second reply", func() bool {
+		return queuedOut(t, filepath.Join(e.Dir, "agentgw.db"), "reply before the crash") || slices.ContainsFunc(srv.Outbound(), func(o connectortest.OutboundMessage) bool { return o.Text == "reply before the crash" })
+	})
 	gw.Kill()
 	gw = e.Serve("gw2")
 	for _, id := range burst {
@@ -306,4 +316,20 @@ download_origins = [%q]
 	if t.Failed() {
 		t.Logf("gateway log tail:\n%s", tail(gw.Log(), 6000))
 	}
+}
+
+// queuedOut reports whether the gateway's store holds an outbound IM chat
+// item whose payload contains text.
+func queuedOut(t *testing.T, dbPath, text string) bool {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM connector_chat_queue WHERE direction = 'out' AND instr(CAST(payload AS TEXT), ?) > 0`, text).Scan(&n); err != nil {
+		return false // not created yet, or busy: ask again
+	}
+	return n > 0
 }

@@ -166,7 +166,7 @@ func TestBackendConcurrencyE2E(t *testing.T) {
 		return strings.Join(out, ",")
 	}
 	want := "running,running,accepted,accepted,accepted"
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(MinWait)
 	for committed() != want && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}

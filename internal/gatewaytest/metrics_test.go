@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -13,15 +12,16 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/porttest"
 )
 
+// freeAddr picks an address that the gateway binds later (porttest).
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := porttest.Addr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // TestMetricsDuringCalls scrapes /metrics while the gateway serves calls

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
@@ -172,8 +173,12 @@ func TestSelfRegistrationRemoteDomainRefused(t *testing.T) {
 	}
 	e := selfRegEnv(t, Options{Server: b, Agents: []Agent{{Localpart: "weather"}}})
 	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--visibility", "--invocation", a.Domain)
-	time.Sleep(time.Second) // grants apply within one second
 	own := "mallory@" + a.Domain
+	// The gateway applies grants on its next poll: wait for it rather than
+	// a fixed second that a loaded machine can miss.
+	WaitFor(t, MinWait, "the grant applied", func() bool {
+		return e.Gateway.Grants.Granted(own, e.Endpoint("weather").String(), federation.ScopeVisibility|federation.ScopeInvocation)
+	})
 	cmd := exec.CommandContext(ctx, systemPython, slixmppScript(t, "selfreg.py"),
 		"--jid", own, "--password", Password+"mallory",
 		"--server", a.C2SAddr, "--gateway", e.Domain, "--ca", a.CAFile,

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentgw/agentgw/internal/porttest"
 )
 
 // ErrNotInstalled reports that the PostgreSQL server binaries are missing.
@@ -369,13 +371,10 @@ func (s *Server) admin(ctx context.Context, q string) error {
 	return nil
 }
 
+// freePort picks the server's port outside the ephemeral range, so that
+// no client socket takes it before postgres binds it.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgharness: pick a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return porttest.Free("127.0.0.1")
 }
 
 // childPIDs lists the processes whose parent is pid, from /proc.

@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/agentgw/agentgw/internal/porttest"
 )
 
 // Server kinds.
@@ -273,14 +275,11 @@ func randomSecret() string {
 	return hex.EncodeToString(b)
 }
 
-// freePort returns a port on ip that was free a moment ago.
+// freePort returns a port on ip that was free a moment ago, outside the
+// ephemeral range so that no client socket takes it before the server
+// binds it.
 func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("xmppharness: pick a free port on %s: %w", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return porttest.Free(ip)
 }
 
 // SnippetData fills the placeholders of the operator snippets.

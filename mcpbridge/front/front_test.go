@@ -254,7 +254,7 @@ func waitNote(t *testing.T, ch chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no notifications/tools/list_changed")
 	}
 }
@@ -346,7 +346,7 @@ func TestCallStaleVersionRefreshes(t *testing.T) {
 		t.Fatalf("stale pin: err = %v, want code %d", err, CodeAgentUnavailable)
 	}
 	// The failure kicked a refresh: the tool is pinned to version 2.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if tl := listNames(t, cs)["echo.echo"]; tl != nil && tl.Meta[MetaTool].(map[string]any)["version"] == "2" {
 			return
@@ -377,7 +377,7 @@ func TestProgressReachesHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Notifications are asynchronous to the result; wait for all five.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
 		n := len(got)
@@ -552,7 +552,7 @@ func TestHostCancellationCancelsTask(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("cancelled call returned no error")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		st, _ := fa.State(t.Context(), jid.MustParse("slow@agents.example.test"), task.id)
 		if st.State == "cancelled" {

@@ -54,7 +54,7 @@ func TestPushedChangeRefreshes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pa.mu.Lock()
 		n, cb := len(pa.subs), pa.notify
@@ -79,7 +79,7 @@ func TestPushedChangeRefreshes(t *testing.T) {
 	if got := f.Tools(); len(got) != 2 {
 		t.Fatalf("after the push the tools are %v", got)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		pa.mu.Lock()
 		n := len(pa.subs)
 		pa.mu.Unlock()

@@ -66,6 +66,8 @@ async function collect(gen, step, out) {
     const j = eventJSON(ev);
     j.atMs = performance.now() - t0;
     out.events.push(j);
+    // A test that acts on a running stream waits for this line on stderr.
+    if (step.signal && out.events.length === 1) process.stderr.write(step.signal + '\n');
     if (j.taskId) out.taskId = j.taskId;
     if (j.kind === 'task') out.taskId = j.id;
     if (step.stopAfter && out.events.length >= step.stopAfter) break;

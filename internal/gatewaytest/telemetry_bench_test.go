@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentgw/agentgw/internal/telemetry"
 )
@@ -18,6 +19,28 @@ import (
 type stageRecorder struct {
 	mu  sync.Mutex
 	dur map[string]latSample
+	// Per trace, the admission commit's span and the running transition's,
+	// to tell whether the move to running shared the admission's
+	// transaction (its span inside the admission commit's).
+	admit, running map[trace.TraceID]span
+}
+
+type span struct{ start, end time.Time }
+
+// runningInAdmission is the share of running transitions, in %, whose span
+// lies inside their call's admission commit span.
+func (r *stageRecorder) runningInAdmission() float64 {
+	in, n := 0, 0
+	for id, run := range r.running {
+		n++
+		if a, ok := r.admit[id]; ok && !run.start.Before(a.start) && !run.end.After(a.end) {
+			in++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return 100 * float64(in) / float64(n)
 }
 
 func (r *stageRecorder) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
@@ -31,6 +54,13 @@ func (r *stageRecorder) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	r.mu.Lock()
 	r.dur[key] = append(r.dur[key], s.EndTime().Sub(s.StartTime()))
+	sp := span{s.StartTime(), s.EndTime()}
+	switch key {
+	case "admission-commit":
+		r.admit[s.SpanContext().TraceID()] = sp
+	case "transition-running":
+		r.running[s.SpanContext().TraceID()] = sp
+	}
 	r.mu.Unlock()
 }
 
@@ -86,7 +116,7 @@ func BenchmarkMCPEchoStages(b *testing.B) {
 	clients := dialAll(b, e, users)
 	ep := e.Endpoint("everything")
 	pinned := pinWhenReady(b, clients[0], ep, "echo")
-	rec := &stageRecorder{dur: map[string]latSample{}}
+	rec := &stageRecorder{dur: map[string]latSample{}, admit: map[trace.TraceID]span{}, running: map[trace.TraceID]span{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	b.Cleanup(func() { telemetry.Use(nil) })
 
@@ -118,6 +148,7 @@ func BenchmarkMCPEchoStages(b *testing.B) {
 	b.ReportMetric(on.q(0.50)/off.q(0.50), "traced-x-off")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	b.ReportMetric(rec.runningInAdmission(), "running-in-admission-%")
 	for _, k := range stageOrder {
 		d := rec.dur[k]
 		if len(d) == 0 {

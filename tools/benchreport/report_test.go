@@ -250,3 +250,25 @@ func TestDirCosts(t *testing.T) {
 		t.Errorf("ready verdict %q", v)
 	}
 }
+
+// When the move to running committed inside the admission's transaction
+// (lane 3a), its span lies within the admission commit's and the report must
+// not count that fsync twice.
+func TestStageGroupsSharedCommit(t *testing.T) {
+	shared := strings.Replace(goalSample, " 3.0 p50-ms	 3.2 traced-p50-ms\n", " 3.0 p50-ms	 3.2 traced-p50-ms	 100 running-in-admission-%\n", 1)
+	if shared == goalSample {
+		t.Fatal("the sample's stages line changed; update this test")
+	}
+	res, err := Parse(strings.NewReader(shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, ok := stageGroups(res)
+	if !ok {
+		t.Fatal("no stage groups")
+	}
+	// Admission 1.0 + completed 0.7, not + running 0.8.
+	if !strings.HasPrefix(gs[0].name, "the two commits") || gs[0].ms != 1.7 {
+		t.Fatalf("largest group %q %.2f ms, want the two commits at 1.70 ms", gs[0].name, gs[0].ms)
+	}
+}

@@ -42,7 +42,11 @@ func renderStages(res *Results) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("\n## Latency breakdown (issue 23)\n\n")
 	w("Where one MCP echo call's time goes (1 caller, server-everything over stdio, through Prosody), from the OpenTelemetry spans of `%s` recorded in process (docs/telemetry.md). ", stageBench)
-	w("Stages overlap: `stanza` contains authorize and the admission commit; dispatch contains the running transition's commit; the event spans run after their commit.\n\n")
+	w("Stages overlap: `stanza` contains authorize and the admission commit; dispatch contains the running transition's commit; the event spans run after their commit.")
+	if share, ok := res.Get(gwt, stageBench, "running-in-admission-%"); ok {
+		w(" When the backend has a free slot, the move to running commits in the admission's transaction, so dispatch and its commit lie inside the admission commit and share its fsync: so it was for %s of the calls here.", pct(share, 100))
+	}
+	w("\n\n")
 	w("| Stage | p50 | p99 |\n| --- | --- | --- |\n")
 	for _, s := range stages {
 		p50, ok50 := res.Get(gwt, stageBench, s.key+"-p50-ms")

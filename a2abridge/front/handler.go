@@ -457,8 +457,16 @@ func (f *Front) settle(t *a2a.Task, state agentproto.State, payload json.RawMess
 		if json.Unmarshal(payload, &c) == nil {
 			if art, err := a2amap.ResultArtifact(c.Result, a2a.ArtifactID("result-"+string(t.ID))); err == nil {
 				t.Artifacts = []*a2a.Artifact{art}
+				return
 			}
 		}
+		// A result the front cannot read is not an empty success: the A2A
+		// task fails with the code saying so (the XMPP task is completed).
+		fe := agentproto.TaskError{Code: a2amap.CodeProtocol, Message: "The task completed with a result that cannot be represented in A2A."}
+		t.Status.State = a2a.TaskStateFailed
+		m := agentMessage(t, fe.Code+": "+fe.Message)
+		m.Metadata = map[string]any{a2amap.MetaFailure: fe}
+		t.Status.Message = m
 	case agentproto.StateFailed:
 		var fp agentproto.FailedPayload
 		if json.Unmarshal(payload, &fp) == nil {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -47,8 +48,9 @@ type Options struct {
 	HTTP *http.Client
 	// MaxCardBytes bounds the Agent Card (default 256 KiB).
 	MaxCardBytes int64
-	// MaxResponseBytes bounds every response body and stream from the
-	// agent (default 16 MiB).
+	// MaxResponseBytes bounds every response body from the agent, each
+	// single event of a stream, and the artifacts of one result (default
+	// 16 MiB). Over it the task fails agentgw:result-too-large.
 	MaxResponseBytes int64
 	// Refresh is how often the card is fetched again (default 5 minutes).
 	Refresh time.Duration
@@ -182,7 +184,7 @@ func (b *Backend) refresh(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	if b.card == nil || b.card.URL != card.URL {
-		b.rpc = a2aclient.NewJSONRPCTransport(rpcURL, b.http)
+		b.rpc = newRPCTransport(rpcURL, b.http, b.o.MaxResponseBytes)
 	}
 	b.card = card
 	b.mu.Unlock()
@@ -271,7 +273,9 @@ func scrubURLError(err error) error {
 	return err
 }
 
-// boundedTransport cuts every response body at max bytes.
+// boundedTransport cuts every response body at max bytes, except an SSE
+// stream's: rpcTransport bounds each of its events at max instead (a long
+// task's stream may carry more than max in all).
 type boundedTransport struct {
 	next http.RoundTripper
 	max  int64
@@ -281,6 +285,9 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	if err != nil {
 		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" && r.Header.Get("Accept") == "text/event-stream" {
+		return resp, nil
 	}
 	resp.Body = &boundedBody{rc: resp.Body, left: t.max}
 	return resp, nil

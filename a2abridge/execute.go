@@ -19,14 +19,16 @@ import (
 
 // remote follows one remote A2A task for one XMPP task.
 type remote struct {
-	mu     sync.Mutex // guards id, ctxID and cancel: sendCancel runs beside the stream
-	b      *Backend
-	run    tasks.Run
-	call   tasks.Call
-	id     a2a.TaskID // the remote task, once known
-	ctxID  string
-	parts  []a2a.Part // artifact parts collected so far
-	cancel bool       // a cancellation was sent
+	mu    sync.Mutex // guards id, ctxID and cancel: sendCancel runs beside the stream
+	b     *Backend
+	run   tasks.Run
+	call  tasks.Call
+	id    a2a.TaskID // the remote task, once known
+	ctxID string
+	parts []a2a.Part // artifact parts collected so far
+	// partBytes is the size of parts, bounded by MaxResponseBytes.
+	partBytes int64
+	cancel    bool // a cancellation was sent
 	// answered: an answer was just sent; the next stream opens with the
 	// task's snapshot, still input-required, which is not a new question.
 	answered bool
@@ -113,6 +115,9 @@ func (r *remote) follow(ctx context.Context, events iter.Seq2[a2a.Event, error])
 			events, attempts = next, 0
 			continue
 		}
+		if r.unreadable(err) {
+			return
+		}
 		// The stream broke or ended without a final event: read the remote
 		// task, then resubscribe to it.
 		if r.id == "" {
@@ -129,6 +134,9 @@ func (r *remote) follow(ctx context.Context, events iter.Seq2[a2a.Event, error])
 			return
 		}
 		t, gerr := tr.GetTask(ctx, &a2a.TaskQueryParams{ID: r.id})
+		if r.unreadable(gerr) {
+			return
+		}
 		if gerr == nil {
 			if next, done := r.onTask(ctx, t); done {
 				return
@@ -173,6 +181,9 @@ func (r *remote) consume(ctx context.Context, events iter.Seq2[a2a.Event, error]
 			r.learn(v.TaskID, v.ContextID)
 			if v.Artifact != nil {
 				r.parts = append(r.parts, v.Artifact.Parts...)
+				if r.partBytes += partsSize(v.Artifact.Parts); r.partBytes > r.b.o.MaxResponseBytes {
+					return nil, false, fmt.Errorf("%w: the artifacts of the result", errTooLarge)
+				}
 			}
 		case *a2a.Message:
 			// A direct reply without a task: the whole answer.
@@ -197,9 +208,10 @@ func (r *remote) onTask(ctx context.Context, t *a2a.Task) (iter.Seq2[a2a.Event, 
 		return nil, false
 	}
 	if len(t.Artifacts) > 0 {
-		r.parts = r.parts[:0]
+		r.parts, r.partBytes = r.parts[:0], 0
 		for _, a := range t.Artifacts {
 			r.parts = append(r.parts, a.Parts...)
+			r.partBytes += partsSize(a.Parts)
 		}
 	}
 	return r.onStatus(ctx, t.Status)
@@ -314,6 +326,10 @@ func (r *remote) sendCancel(ctx context.Context) {
 
 func (r *remote) complete(parts []a2a.Part, isError bool) {
 	res, err := a2amap.PartsResult(parts, isError)
+	if errors.Is(err, a2amap.ErrTooLarge) {
+		r.run.Fail(tasks.Failure{Code: agentproto.CodeResultTooLarge, Message: "The A2A agent's result exceeds the bridge's size limit: " + err.Error()})
+		return
+	}
 	if err != nil {
 		r.run.Fail(tasks.Failure{Code: a2amap.CodeProtocol, Message: "The A2A agent's result cannot be carried: " + err.Error()})
 		return
@@ -326,6 +342,49 @@ func (r *remote) complete(parts []a2a.Part, isError bool) {
 	if err := r.run.Complete(tr); err != nil && !errors.Is(err, tasks.ErrSettled) {
 		r.b.log.Warn("A2A result refused", "task", r.call.TaskID, "error", err.Error())
 	}
+}
+
+// unreadable fails the task when err says the agent's answer cannot be
+// carried: over the size cap (agentgw:result-too-large) or not readable
+// A2A (agentgw:a2a-protocol). Such an answer is never retried by
+// resubscribing, and never completes the task with what was read.
+func (r *remote) unreadable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, errTooLarge):
+		r.b.log.Warn("an A2A answer exceeds the size limit; failing the task", "task", r.call.TaskID, "limit_bytes", r.b.o.MaxResponseBytes)
+		r.run.Fail(tasks.Failure{Code: agentproto.CodeResultTooLarge, Message: fmt.Sprintf("The A2A agent's answer exceeds the bridge's limit of %d bytes (one event, one response, or the artifacts of the result).", r.b.o.MaxResponseBytes)})
+	case errors.Is(err, errUnreadable):
+		r.b.log.Warn("an A2A answer is not readable; failing the task", "task", r.call.TaskID, "error", err.Error())
+		r.run.Fail(tasks.Failure{Code: a2amap.CodeProtocol, Message: "The A2A agent's answer cannot be read: " + a2amap.Bound(err.Error(), 300)})
+	default:
+		return false
+	}
+	return true
+}
+
+// partsSize is about the bytes parts take (their text, data or file).
+func partsSize(parts []a2a.Part) int64 {
+	var n int64
+	for _, p := range parts {
+		switch v := p.(type) {
+		case a2a.TextPart:
+			n += int64(len(v.Text))
+		case a2a.DataPart:
+			b, _ := json.Marshal(v.Data)
+			n += int64(len(b))
+		case a2a.FilePart:
+			switch f := v.File.(type) {
+			case a2a.FileURI:
+				n += int64(len(f.URI))
+			case a2a.FileBytes:
+				n += int64(len(f.Bytes))
+			}
+		}
+		n += 64
+	}
+	return n
 }
 
 // safeErr is an error's text without remote payloads: only the kind.

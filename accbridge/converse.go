@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/tasks"
 )
@@ -116,7 +117,11 @@ func (c *chatSink) progress(p tasks.Progress) {
 }
 
 func (c *chatSink) complete(payload json.RawMessage) {
-	r := completionResult(c.a.s.o.Redactor, payload)
+	r, err := completionResult(c.a.s.o.Redactor, payload)
+	if err != nil {
+		c.reply("The run completed, but its result cannot be shown (" + agentproto.CodeInvalidOutput + "): it is not valid JSON once secrets are redacted.")
+		return
+	}
 	c.reply(completionText(r.StructuredContent))
 }
 

@@ -52,16 +52,23 @@ func (t *taskSink) cancelled(reason string)   { t.warn("cancellation", t.run.Can
 // complete carries the completion payload as structuredContent (an
 // object; anything else is wrapped as {"value": …}) and as text.
 func (t *taskSink) complete(payload json.RawMessage) {
-	t.warn("completion", t.run.Complete(completionResult(t.a.s.o.Redactor, payload)))
+	r, err := completionResult(t.a.s.o.Redactor, payload)
+	if err != nil {
+		t.fail(tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "The connector's completion payload cannot be carried: it is not valid JSON once secrets are redacted."})
+		return
+	}
+	t.warn("completion", t.run.Complete(r))
 }
 
-func completionResult(red *backendkit.Redactor, payload json.RawMessage) tasks.ToolResult {
+// completionResult is the tool result of a completion payload. A payload
+// that cannot be read once redacted is an error, never an empty result.
+func completionResult(red *backendkit.Redactor, payload json.RawMessage) (tasks.ToolResult, error) {
 	if len(payload) == 0 || string(payload) == "null" {
 		payload = json.RawMessage(`{}`)
 	}
 	clean, err := scrubJSON(red, payload)
 	if err != nil {
-		clean = []byte(`{}`)
+		return tasks.ToolResult{}, err
 	}
 	structured := json.RawMessage(clean)
 	if clean[0] != '{' {
@@ -69,7 +76,7 @@ func completionResult(red *backendkit.Redactor, payload json.RawMessage) tasks.T
 	}
 	text := completionText(structured)
 	tb, _ := json.Marshal(text)
-	return tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":` + string(tb) + `}]`), StructuredContent: structured}
+	return tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":` + string(tb) + `}]`), StructuredContent: structured}, nil
 }
 
 // completionText is the human text of a completion: its summary, result,

@@ -275,6 +275,24 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 		}
 	})
 
+	// A reply whose content is not text cannot be carried: the task fails,
+	// it never completes with empty content (issue 27 §3 audit).
+	t.Run("unreadable reply", func(t *testing.T) {
+		if err := srv.Mode(map[string]any{"unreadableReply": true}); err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Mode(map[string]any{"unreadableReply": false})
+		run := f.call(oanbridge.ToolChat, owner, `{"message":"hello again"}`, nil)
+		if run.Failure == nil || run.Failure.Code != agentproto.CodeInvalidOutput {
+			res, _, _, _ := run.Snapshot()
+			var sc json.RawMessage
+			if res != nil {
+				sc = res.StructuredContent
+			}
+			t.Fatalf("a reply without text content: failure %+v, result %s", run.Failure, sc)
+		}
+	})
+
 	t.Run("questions", func(t *testing.T) {
 		cases := []struct {
 			kind, schemaHas string

@@ -65,6 +65,11 @@ func (b *Backend) chatTool(ctx context.Context, call tasks.Call, run tasks.Run) 
 		case env := <-w.ch:
 			switch env.Type {
 			case wire.TypeGoferMessage:
+				if _, ok := env.Payload["content"].(string); !ok {
+					// A reply the bridge cannot read is not an empty answer.
+					b.fail(run, tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "the Gofer's reply has no text content"})
+					return
+				}
 				out := map[string]any{
 					"gofer_id": gofer, "message_id": wire.Str(env.Payload, "messageId", wire.MaxIDBytes),
 					"content": wire.Str(env.Payload, "content", maxShown), "source": env.Source, "trusted": wire.Trusted(env.Source),

@@ -7,6 +7,7 @@ package a2amap
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -136,24 +137,35 @@ func ResultArtifact(result json.RawMessage, id a2a.ArtifactID) (*a2a.Artifact, e
 // MaxTextBytes bounds the text the mapping builds from remote content.
 const MaxTextBytes = 1 << 20
 
+// ErrTooLarge: a text part of a remote result is over MaxTextBytes. It is
+// never cut: the task fails agentgw:result-too-large.
+var ErrTooLarge = errors.New("a2amap: a text part is larger than 1 MiB")
+
 // PartsResult turns the parts of remote A2A artifacts (or of a final agent
 // message) into a CallToolResult: text parts become text content, the
 // first data part becomes structuredContent (later ones text content
 // holding their JSON), file parts resource links. Unknown part kinds are
-// an error, never silently dropped.
+// an error, never silently dropped; a text over MaxTextBytes is
+// ErrTooLarge, never cut.
 func PartsResult(parts []a2a.Part, isError bool) (json.RawMessage, error) {
 	content := []map[string]any{}
 	var structured map[string]any
 	for _, p := range parts {
 		switch v := p.(type) {
 		case a2a.TextPart:
-			content = append(content, map[string]any{"type": "text", "text": Bound(v.Text, MaxTextBytes)})
+			if len(v.Text) > MaxTextBytes {
+				return nil, ErrTooLarge
+			}
+			content = append(content, map[string]any{"type": "text", "text": v.Text})
 		case a2a.DataPart:
 			if structured == nil {
 				structured = v.Data
 			}
 			b, _ := json.Marshal(v.Data)
-			content = append(content, map[string]any{"type": "text", "text": Bound(string(b), MaxTextBytes)})
+			if len(b) > MaxTextBytes {
+				return nil, ErrTooLarge
+			}
+			content = append(content, map[string]any{"type": "text", "text": string(b)})
 		case a2a.FilePart:
 			switch f := v.File.(type) {
 			case a2a.FileURI:

@@ -547,8 +547,10 @@ func TestA2AFrontHostileInput(t *testing.T) {
 		"oversized": {bearer, send(`{"kind":"message","messageId":"m5","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("A", 2<<20) + `"}]}`), 200, `larger than 1048576 bytes`},
 		"bad args": {bearer, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m6","role":"user","parts":[{"kind":"data","data":{"message":42}}],"metadata":{"agentgw/skill":"echo"}}}}`,
 			200, `"code":-32602`},
-		"unknown task":    {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-18ed492c73f0d1a5LOr5nErftYIZE4vTPGJf2x"}}`, 200, `"code":-32001`},
-		"invalid task id": {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-` + marker + `"}}`, 200, `"code":-32602`},
+		"unknown task": {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-18ed492c73f0d1a5LOr5nErftYIZE4vTPGJf2x"}}`, 200, `"code":-32001`},
+		// An id that is not a task-id names no task: TaskNotFound, like a
+		// well-formed unknown one (issue 27; TestA2AFrontUnknownTaskIDs).
+		"invalid task id": {bearer, `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"task-` + marker + `"}}`, 200, `"code":-32001`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, body := post(c.token, c.body)
@@ -626,4 +628,207 @@ func BenchmarkA2AEchoVsMCP(b *testing.B) {
 	b.ReportMetric(a2a.P50/m.P50, "p50-ratio")
 	b.ReportMetric(a2a.P99/m.P99, "p99-ratio")
 	b.Logf("n=%d a2a p50 %.2f ms p99 %.2f ms; mcp p50 %.2f ms p99 %.2f ms", a2a.N, a2a.P50, a2a.P99, m.P50, m.P99)
+}
+
+// rpcPost posts one JSON-RPC body with the bearer and returns the status,
+// the Content-Type and the body.
+func (x *e2e) rpcPost(t *testing.T, agent, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", x.base+"/agents/"+agent, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// rpcResponses are the JSON-RPC responses of a body: the body itself for
+// application/json, every SSE event's data for text/event-stream.
+func rpcResponses(t *testing.T, ctype, body string) []map[string]any {
+	t.Helper()
+	var raws []string
+	switch {
+	case ctype == "application/json":
+		raws = []string{body}
+	case ctype == "text/event-stream":
+		for _, line := range strings.Split(body, "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				raws = append(raws, d)
+			}
+		}
+	default:
+		t.Errorf("Content-Type %q, want application/json (or text/event-stream for a stream): %s", ctype, a2amapBound(body))
+		return nil
+	}
+	var out []map[string]any
+	for _, r := range raws {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(r), &m); err != nil || m["jsonrpc"] != "2.0" {
+			t.Errorf("not a JSON-RPC response: %s", a2amapBound(r))
+			continue
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		t.Errorf("no JSON-RPC response in %s", a2amapBound(body))
+	}
+	return out
+}
+
+func rpcCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
+}
+
+// Every JSON-RPC response of the front is application/json (A2A 0.3
+// §3.2.1, §7): results and errors, the SDK's and the front's own; a
+// stream is text/event-stream whose every event is a JSON-RPC response,
+// and a stream that fails before its first event is its error as
+// application/json.
+func TestA2AFrontJSONRPCContentType(t *testing.T) {
+	x := start(t, false)
+	weather := "weather@" + x.env.Domain
+	msg := func(method, id, skill string) string {
+		return `{"jsonrpc":"2.0","id":"` + id + `","method":"` + method + `","params":{"message":{"kind":"message","messageId":"` + id + `","role":"user","parts":[{"kind":"data","data":{"message":"hi"}}],"metadata":{"agentgw/skill":"` + skill + `"}}}}`
+	}
+	unknown := "task-18ed492c73f0d1a5LOr5nErftYIZE4vTPGJf2x"
+	for name, c := range map[string]struct {
+		body   string
+		stream bool
+		code   float64 // 0: a result
+	}{
+		"send result":           {body: msg("message/send", "ct-1", "echo")},
+		"send unknown skill":    {body: msg("message/send", "ct-2", "nope"), code: -32602},
+		"get unknown task":      {body: `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"id":"` + unknown + `"}}`, code: -32001},
+		"cancel unknown task":   {body: `{"jsonrpc":"2.0","id":4,"method":"tasks/cancel","params":{"id":"` + unknown + `"}}`, code: -32001},
+		"unknown method":        {body: `{"jsonrpc":"2.0","id":5,"method":"tasks/nope"}`, code: -32601},
+		"push config":           {body: `{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + unknown + `"}}`, code: -32003},
+		"parse error":           {body: `{"jsonrpc":`, code: -32700},
+		"wrong jsonrpc":         {body: `{"jsonrpc":"1.0","id":7,"method":"tasks/get"}`, code: -32600},
+		"stream result":         {body: msg("message/stream", "ct-8", "echo"), stream: true},
+		"stream unknown skill":  {body: msg("message/stream", "ct-9", "nope"), stream: true, code: -32602},
+		"resubscribe unknown":   {body: `{"jsonrpc":"2.0","id":10,"method":"tasks/resubscribe","params":{"id":"` + unknown + `"}}`, stream: true, code: -32001},
+		"stream bad params":     {body: `{"jsonrpc":"2.0","id":11,"method":"message/stream","params":{"message":42}}`, code: -32602},
+		"extended card":         {body: `{"jsonrpc":"2.0","id":12,"method":"agent/getAuthenticatedExtendedCard"}`, code: -32007},
+		"send to no such agent": {body: msg("message/send", "ct-13", "echo"), code: -32600},
+	} {
+		t.Run(name, func(t *testing.T) {
+			agent := weather
+			if name == "send to no such agent" {
+				agent = "nobody@" + x.env.Domain
+			}
+			status, ctype, body := x.rpcPost(t, agent, c.body)
+			if status != 200 {
+				t.Fatalf("HTTP %d", status)
+			}
+			// A stream that fails before its first event is one JSON-RPC
+			// error, application/json (as the JS SDK's server answers).
+			want := "application/json"
+			if c.stream && c.code == 0 {
+				want = "text/event-stream"
+			}
+			if mt := strings.TrimSpace(strings.Split(ctype, ";")[0]); mt != want {
+				t.Errorf("Content-Type %q, want %s", ctype, want)
+			}
+			rs := rpcResponses(t, strings.TrimSpace(strings.Split(ctype, ";")[0]), body)
+			if len(rs) == 0 {
+				return
+			}
+			last := rs[len(rs)-1]
+			if got := rpcCode(last); got != c.code {
+				t.Errorf("error code %v, want %v: %s", got, c.code, a2amapBound(body))
+			}
+		})
+	}
+}
+
+// tasks/get, tasks/cancel, tasks/resubscribe and an answer (message/send
+// with taskId) for an id that names no task answer -32001 TaskNotFound
+// whatever its spelling — the same as a well-formed unknown id, never
+// invalid params or an internal error, never echoing the id — through raw
+// HTTP and through the official JS SDK client. A missing id is invalid
+// params.
+func TestA2AFrontUnknownTaskIDs(t *testing.T) {
+	x := start(t, false)
+	weather := "weather@" + x.env.Domain
+	steps := x.run(t, map[string]any{"op": "send", "jid": weather, "skill": "echo", "data": map[string]any{"message": "hi"}})
+	noError(t, steps[0])
+	real := steps[0].Task.ID
+	ids := map[string]string{
+		"well-formed":    "task-18ed492c73f0d1a5LOr5nErftYIZE4vTPGJf2x",
+		"short":          "zz",
+		"path":           "../x",
+		"spaces":         "no such task",
+		"marker":         "task-<script>EVIL-MARKER</script>",
+		"upper-case":     strings.ToUpper(real),
+		"suffixed":       real + "x",
+		"too long":       "task-" + strings.Repeat("EVIL-MARKER", 40),
+		"control":        "task-\u0001EVIL-MARKER",
+		"nul":            "task-\u0000EVIL-MARKER",
+		"line separator": "task-\u2028EVIL-MARKER",
+		"non-ascii":      "tâsk-EVIL-MARKER-ünknown-0123456789",
+		"query":          "task-x?EVIL-MARKER=1&a=b",
+		"xml":            "task-]]>&lt;EVIL-MARKER'\"",
+	}
+	methods := map[string]func(id string) string{
+		"tasks/get": func(id string) string {
+			return `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":` + jsonString(id) + `}}`
+		},
+		"tasks/cancel": func(id string) string {
+			return `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":` + jsonString(id) + `}}`
+		},
+		"tasks/resubscribe": func(id string) string {
+			return `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":` + jsonString(id) + `}}`
+		},
+		"answer": func(id string) string {
+			return `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"ans-` + fmt.Sprint(len(id)) + `","taskId":` + jsonString(id) + `,"role":"user","parts":[{"kind":"text","text":"F"}]}}}`
+		},
+	}
+	for method, body := range methods {
+		for name, id := range ids {
+			t.Run(method+"/"+name, func(t *testing.T) {
+				_, ctype, resp := x.rpcPost(t, weather, body(id))
+				if strings.Contains(resp, "EVIL-MARKER") {
+					t.Errorf("the id was reflected: %s", a2amapBound(resp))
+				}
+				rs := rpcResponses(t, strings.TrimSpace(strings.Split(ctype, ";")[0]), resp)
+				if len(rs) == 0 {
+					return
+				}
+				if got := rpcCode(rs[len(rs)-1]); got != -32001 {
+					t.Errorf("error code %v, want -32001 TaskNotFound: %s", got, a2amapBound(resp))
+				}
+			})
+		}
+	}
+	// A missing id is invalid params, not an unknown task.
+	for _, m := range []string{"tasks/get", "tasks/cancel"} {
+		_, ctype, resp := x.rpcPost(t, weather, `{"jsonrpc":"2.0","id":1,"method":"`+m+`","params":{"id":""}}`)
+		if rs := rpcResponses(t, strings.TrimSpace(strings.Split(ctype, ";")[0]), resp); len(rs) > 0 && rpcCode(rs[0]) != -32602 {
+			t.Errorf("%s without an id: %s", m, a2amapBound(resp))
+		}
+	}
+	// The official JS SDK client sees TaskNotFound too.
+	js := x.run(t,
+		map[string]any{"op": "get", "jid": weather, "taskId": "zz"},
+		map[string]any{"op": "cancel", "jid": weather, "taskId": "../x"},
+		map[string]any{"op": "get", "jid": weather, "taskId": "no such task"},
+		map[string]any{"op": "resubscribe", "jid": weather, "taskId": "no such task"},
+	)
+	for i, s := range js {
+		if s.Error == nil || fmt.Sprint(s.Error.Code) != "-32001" {
+			t.Errorf("JS client step %d (%s): %+v, want error -32001", i, s.Op, s.Error)
+		}
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
 	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/ids"
 )
 
 // handler serves one agent's A2A methods.
@@ -44,6 +45,21 @@ func requestID(bare, messageID string) string {
 // contextID is the A2A context of a task: the XMPP task model has no
 // conversation context, so each task is its own (docs/a2a.md).
 func contextID(taskID string) string { return "ctx-" + taskID }
+
+// taskRef checks a task id from a client. A2A task ids are opaque to the
+// client: an id that is not an XMPP task-id (not the identifier grammar)
+// names no task, so it answers -32001 TaskNotFound like a well-formed
+// unknown id, without asking the gateway; only a missing id is invalid
+// params. The id is never echoed.
+func taskRef(id a2a.TaskID) error {
+	switch {
+	case id == "":
+		return invalid("id is required")
+	case !ids.Valid(string(id)):
+		return a2a.ErrTaskNotFound
+	}
+	return nil
+}
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", a2a.ErrInvalidParams, fmt.Sprintf(format, a...))
@@ -192,6 +208,9 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 	}
 	ep := a.jid
 	if p.Message.TaskID != "" {
+		if err := taskRef(p.Message.TaskID); err != nil {
+			return nil, "", 0, err
+		}
 		taskID := string(p.Message.TaskID)
 		rev, err := h.answer(ctx, ep, taskID, p.Message)
 		return a, taskID, rev, err
@@ -310,8 +329,12 @@ func (h handler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) i
 			yield(nil, err)
 			return
 		}
-		if p == nil || p.ID == "" {
+		if p == nil {
 			yield(nil, invalid("id is required"))
+			return
+		}
+		if err := taskRef(p.ID); err != nil {
+			yield(nil, err)
 			return
 		}
 		h.f.stream(ctx, a, string(p.ID), yield)
@@ -320,8 +343,11 @@ func (h handler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) i
 
 // OnGetTask reads the XMPP task-state (and result).
 func (h handler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
-	if q == nil || q.ID == "" {
+	if q == nil {
 		return nil, invalid("id is required")
+	}
+	if err := taskRef(q.ID); err != nil {
+		return nil, err
 	}
 	a, err := h.agent(ctx)
 	if err != nil {
@@ -333,8 +359,11 @@ func (h handler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Ta
 // OnCancelTask asks the XMPP task to cancel and waits (bounded) for it to
 // settle; a task that has already ended is not cancelable.
 func (h handler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
-	if p == nil || p.ID == "" {
+	if p == nil {
 		return nil, invalid("id is required")
+	}
+	if err := taskRef(p.ID); err != nil {
+		return nil, err
 	}
 	a, err := h.agent(ctx)
 	if err != nil {
@@ -428,8 +457,16 @@ func (f *Front) settle(t *a2a.Task, state agentproto.State, payload json.RawMess
 		if json.Unmarshal(payload, &c) == nil {
 			if art, err := a2amap.ResultArtifact(c.Result, a2a.ArtifactID("result-"+string(t.ID))); err == nil {
 				t.Artifacts = []*a2a.Artifact{art}
+				return
 			}
 		}
+		// A result the front cannot read is not an empty success: the A2A
+		// task fails with the code saying so (the XMPP task is completed).
+		fe := agentproto.TaskError{Code: a2amap.CodeProtocol, Message: "The task completed with a result that cannot be represented in A2A."}
+		t.Status.State = a2a.TaskStateFailed
+		m := agentMessage(t, fe.Code+": "+fe.Message)
+		m.Metadata = map[string]any{a2amap.MetaFailure: fe}
+		t.Status.Message = m
 	case agentproto.StateFailed:
 		var fp agentproto.FailedPayload
 		if json.Unmarshal(payload, &fp) == nil {

@@ -62,11 +62,21 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			http.NotFound(w, r)
 			return
 		}
-		body, ok := f.screen(w, r)
+		body, method, ok := f.screen(w, r)
 		if !ok {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		// Every JSON-RPC response is application/json (A2A 0.3 §3.2.1);
+		// the SDK sets no type and Go would sniff text/plain. A stream's
+		// SSE writer replaces it with text/event-stream.
+		w.Header().Set("Content-Type", "application/json")
+		if method == "message/stream" || method == "tasks/resubscribe" {
+			ds := &deferredStream{ResponseWriter: w}
+			a2asrv.NewJSONRPCHandler(handler{f: f, bare: bare}).ServeHTTP(ds, r)
+			ds.decide()
+			return
+		}
 		a2asrv.NewJSONRPCHandler(handler{f: f, bare: bare}).ServeHTTP(w, r)
 	})
 	return httpauth.Bearer(bearer, "agentgw-a2a", mux), nil
@@ -75,16 +85,16 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 // screen reads the bounded body and rejects what the SDK would answer
 // with an error quoting the input (its parse errors name unknown part
 // kinds and fields verbatim): the front never reflects a payload.
-func (f *Front) screen(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (f *Front) screen(w http.ResponseWriter, r *http.Request) ([]byte, string, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.opts.MaxRequestBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		rpcError(w, nil, -32600, fmt.Sprintf("invalid request: larger than %d bytes", f.opts.MaxRequestBytes))
-		return nil, false
+		return nil, "", false
 	case err != nil:
 		rpcError(w, nil, -32700, "parse error: the body could not be read")
-		return nil, false
+		return nil, "", false
 	}
 	var req struct {
 		JSONRPC string          `json:"jsonrpc"`
@@ -94,7 +104,7 @@ func (f *Front) screen(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	if json.Unmarshal(body, &req) != nil {
 		rpcError(w, nil, -32700, "parse error: the body is not a JSON-RPC request object")
-		return nil, false
+		return nil, "", false
 	}
 	var id any
 	if json.Unmarshal(req.ID, &id) != nil {
@@ -102,20 +112,95 @@ func (f *Front) screen(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	}
 	if s, ok := id.(string); ok && len(s) > 128 {
 		rpcError(w, nil, -32600, "invalid request: id longer than 128 bytes")
-		return nil, false
+		return nil, "", false
 	}
 	if req.JSONRPC != "2.0" {
 		rpcError(w, id, -32600, "invalid request: jsonrpc must be \"2.0\"")
-		return nil, false
+		return nil, "", false
 	}
 	if req.Method == "message/send" || req.Method == "message/stream" {
 		var p a2a.MessageSendParams
 		if json.Unmarshal(req.Params, &p) != nil {
 			rpcError(w, id, -32602, "invalid params: not an A2A 0.3 MessageSendParams (unknown part kind or wrong field type)")
-			return nil, false
+			return nil, "", false
 		}
 	}
-	return body, true
+	return body, req.Method, true
+}
+
+// deferredStream holds a stream's headers and first event back until the
+// first event is complete: when it is a JSON-RPC error (the request failed
+// before anything was streamed — an unknown task, invalid params) the
+// response is that error as application/json, as the official JS SDK's
+// server answers and its client reads as a typed error; otherwise the
+// stream goes out as text/event-stream from its first event on.
+type deferredStream struct {
+	http.ResponseWriter
+	status  int
+	buf     bytes.Buffer
+	decided bool
+	drop    bool // the stream became a JSON error: nothing more is written
+}
+
+func (d *deferredStream) WriteHeader(code int) {
+	if d.decided {
+		d.ResponseWriter.WriteHeader(code)
+		return
+	}
+	d.status = code
+}
+
+func (d *deferredStream) Write(p []byte) (int, error) {
+	switch {
+	case d.drop:
+		return len(p), nil
+	case d.decided:
+		return d.ResponseWriter.Write(p)
+	}
+	return d.buf.Write(p)
+}
+
+func (d *deferredStream) Flush() {
+	d.decide()
+	if fl, ok := d.ResponseWriter.(http.Flusher); ok && !d.drop {
+		fl.Flush()
+	}
+}
+
+// decide sends what is held: the first event's JSON-RPC error as
+// application/json, or the headers and the event as they are.
+func (d *deferredStream) decide() {
+	if d.decided {
+		return
+	}
+	d.decided = true
+	if d.status == 0 {
+		d.status = http.StatusOK
+	}
+	held := d.buf.Bytes()
+	for _, line := range bytes.Split(held, []byte("\n")) {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			continue
+		}
+		var resp struct {
+			Error  json.RawMessage `json:"error"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(data, &resp) == nil && len(resp.Error) > 0 && len(resp.Result) == 0 {
+			h := d.Header()
+			h.Set("Content-Type", "application/json")
+			h.Del("Connection")
+			h.Del("X-Accel-Buffering")
+			d.ResponseWriter.WriteHeader(d.status)
+			_, _ = d.ResponseWriter.Write(append(data, '\n'))
+			d.drop = true
+			return
+		}
+		break
+	}
+	d.ResponseWriter.WriteHeader(d.status)
+	_, _ = d.ResponseWriter.Write(held)
 }
 
 // rpcError writes a JSON-RPC error with a fixed, safe message.

@@ -3,6 +3,7 @@ package gatewaytest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 )
 
@@ -34,6 +36,12 @@ func (a *a2aAgent) count(skill string) int {
 
 func startA2AAgent(t *testing.T, opts string) *a2aAgent {
 	t.Helper()
+	return startA2AScript(t, "agent.mjs", opts)
+}
+
+// startA2AScript runs testdata/a2a/<script> as the A2A peer.
+func startA2AScript(t *testing.T, script, opts string) *a2aAgent {
+	t.Helper()
 	root, err := xmppharness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +53,7 @@ func startA2AAgent(t *testing.T, opts string) *a2aAgent {
 		}
 		t.Skip("node or @a2a-js/sdk missing; run npm ci")
 	}
-	cmd := exec.Command(node, filepath.Join(root, "testdata", "a2a", "agent.mjs"), opts)
+	cmd := exec.Command(node, filepath.Join(root, "testdata", "a2a", script), opts)
 	cmd.Dir = root
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -69,7 +77,7 @@ func startA2AAgent(t *testing.T, opts string) *a2aAgent {
 				a.mu.Lock()
 				a.traceparents = append(a.traceparents, f[1])
 				a.mu.Unlock()
-			case len(f) == 3 && f[0] == "exec":
+			case len(f) >= 2 && f[0] == "exec":
 				a.mu.Lock()
 				a.exec[f[1]]++
 				a.mu.Unlock()
@@ -137,5 +145,96 @@ func TestA2ABackendHostileCards(t *testing.T) {
 				t.Errorf("a manifest was published from a refused card")
 			}
 		})
+	}
+}
+
+// A result the bridge cannot carry fails with a documented code, never
+// completed with empty content; single SSE events far over a 64 KiB line
+// scanner (and under the 16 MiB event cap) pass whole. The peer is a raw
+// A2A 0.3 server writing its own SSE frames (testdata/a2a/rawpeer.mjs);
+// it answers a resubscription to a settled task with the task's snapshot,
+// or (as a server without event history may) with its final status only.
+func TestA2ABackendUnreadableResults(t *testing.T) {
+	for _, mode := range []string{"snapshot", "status"} {
+		t.Run(mode, func(t *testing.T) { testA2AUnreadable(t, `{"resubscribe":"`+mode+`"}`) })
+	}
+}
+
+func testA2AUnreadable(t *testing.T, peerOpts string) {
+	peer := startA2AScript(t, "rawpeer.mjs", peerOpts)
+	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
+	e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: a2aTOML(srv.ComponentDomain, peer.url+"/.well-known/agent-card.json")})
+	ep := e.Endpoint("remote")
+	c := e.Dial("alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
+		_, err := c.Pin(ctx, ep, "empty")
+		return err == nil
+	})
+	type want struct {
+		state, code string
+		text        string // the one text content, for completed
+	}
+	cases := map[string]want{
+		"oddpart": {state: "failed", code: "agentgw:a2a-protocol"},
+		"big":     {state: "completed", text: strings.Repeat("b", 200<<10)},
+		"bigmsg":  {state: "completed", text: strings.Repeat("g", 200<<10)},
+		"huge":    {state: "failed", code: "agentgw:result-too-large"},
+		"many":    {state: "failed", code: "agentgw:result-too-large"},
+		"empty":   {state: "completed"},
+	}
+	type got struct {
+		out *agentclient.Outcome
+		err error
+	}
+	results := map[string]got{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for skill := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := c.Call(ctx, ep, skill, json.RawMessage(`{"text":"go"}`), agentclient.CallOptions{})
+			mu.Lock()
+			results[skill] = got{out, err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for skill, w := range cases {
+		r := results[skill]
+		if r.err != nil {
+			t.Errorf("%s: %v", skill, r.err)
+			continue
+		}
+		var p struct {
+			Result struct {
+				Content []struct {
+					Type, Text string
+				} `json:"content"`
+			} `json:"result"`
+			Error struct {
+				Code, Message string
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(r.out.Payload, &p); err != nil {
+			t.Errorf("%s: payload %v", skill, err)
+			continue
+		}
+		switch {
+		case string(r.out.State) != w.state:
+			t.Errorf("%s: %s (code %q, %d content blocks), want %s %s", skill, r.out.State, p.Error.Code, len(p.Result.Content), w.state, w.code)
+		case w.state == "failed" && p.Error.Code != w.code:
+			t.Errorf("%s: failed %q (%s), want %q", skill, p.Error.Code, p.Error.Message, w.code)
+		case w.state == "completed" && w.text == "" && len(p.Result.Content) != 0:
+			t.Errorf("%s: %d content blocks, want none", skill, len(p.Result.Content))
+		case w.state == "completed" && w.text != "" && (len(p.Result.Content) != 1 || p.Result.Content[0].Text != w.text):
+			n := 0
+			if len(p.Result.Content) > 0 {
+				n = len(p.Result.Content[0].Text)
+			}
+			t.Errorf("%s: %d content blocks (first text %d bytes), want the whole %d bytes", skill, len(p.Result.Content), n, len(w.text))
+		}
 	}
 }

@@ -30,7 +30,7 @@ const state = {
   banned: false,
   requests: [],             // {method, path, auth, body}
   storageAuthSeen: 0, storageHits: 0,
-  mode: { silent: false, duplicate: false, storm5xx: 0, redirect: '', endlessPages: false, replyDelayMs: 20, hostile: '' },
+  mode: { silent: false, duplicate: false, storm5xx: 0, redirect: '', endlessPages: false, replyDelayMs: 20, hostile: '', unreadableReply: false },
 };
 
 const sha = (s) => crypto.createHash('sha256').update(s).digest('hex');
@@ -190,7 +190,9 @@ function reply(g, content) {
     state.pendingQuestion.set(g.goferId, rc);
     return record('gofer_question', { ...base, responseConstraints: rc, payload: { messageId: uuid(), content: 'Question (' + ask[1] + '): what do you prefer?', createdAt: new Date().toISOString() } });
   }
-  record('gofer_message', { ...base, payload: { messageId: uuid(), content: 'Gofer heard: ' + content, createdAt: new Date().toISOString() } });
+  // mode.unreadableReply: a reply whose content is not a string (hostile).
+  const said = state.mode.unreadableReply ? { parts: ['Gofer heard: ' + content] } : 'Gofer heard: ' + content;
+  record('gofer_message', { ...base, payload: { messageId: uuid(), content: said, createdAt: new Date().toISOString() } });
 }
 api.get('/events', (req, res) => {
   const since = /^\d+$/.test(req.query.since || '') ? BigInt(req.query.since) : 0n;

@@ -57,7 +57,7 @@ function eventJSON(ev) {
 }
 
 function errJSON(e) {
-  return { message: String(e?.message || e), code: e?.code };
+  return { message: String(e?.message || e), code: e?.code ?? e?.envelopeCode };
 }
 
 async function collect(gen, step, out) {

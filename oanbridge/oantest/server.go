@@ -200,14 +200,14 @@ func (s *Server) Revoke() error      { return s.Control("POST", "revoke", map[st
 func (s *Server) RevokeQuiet() error { return s.Control("POST", "revoke-quiet", map[string]any{}, nil) }
 func (s *Server) Ban() error         { return s.Control("POST", "ban", map[string]any{}, nil) }
 func (s *Server) Unban() error       { return s.Control("POST", "unban", map[string]any{}, nil) }
-
-// BanQuiet bans the account with the system_notice only, leaving the
-// sockets connected.
-func (s *Server) BanQuiet() error { return s.Control("POST", "ban-quiet", map[string]any{}, nil) }
 func (s *Server) Drop() error        { return s.Control("POST", "drop", map[string]any{}, nil) }
 func (s *Server) ServerDisconnect() error {
 	return s.Control("POST", "server-disconnect", map[string]any{}, nil)
 }
+
+// BanQuiet bans the account with the system_notice only, leaving the
+// sockets connected.
+func (s *Server) BanQuiet() error { return s.Control("POST", "ban-quiet", map[string]any{}, nil) }
 
 // Request is one REST request the server saw.
 type Request struct {

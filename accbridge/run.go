@@ -205,7 +205,7 @@ func (a *Agent) execute(ctx context.Context, key string, req runRequest, deadlin
 	}
 	// A late run_cancelled for it is taken silently; a cancel the
 	// connector has not confirmed holds the agent for the next run.
-	s.settled.noteEnded(lr.runID, lr.connectorID, agentKey(a.connector, a.agentID), d.cancelSent && !d.connectorDone && !d.orphan)
+	s.settled.noteEnded(lr.runID, lr.connectorID, agentKey(a.connector, a.agentID), d.cancelSent && !d.connectorDone && !d.orphan, d.cancelledAt)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.o.Store.SetRunState(sctx, lr.runID, state); err != nil {
@@ -260,6 +260,7 @@ type driver struct {
 	// cancelSent: cancel_run went out; connectorDone: the connector ended
 	// the run (run_cancelled, completion, error).
 	cancelSent    bool
+	cancelledAt   time.Time // the first cancel_run
 	connectorDone bool
 	// busyRelease wakes a run bounced 4005 when the cancelled run that
 	// holds its agent is confirmed.
@@ -269,8 +270,8 @@ type driver struct {
 // cancelRun sends cancel_run for the run.
 func (d *driver) cancelRun() error {
 	err := d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID})
-	if err == nil {
-		d.cancelSent = true
+	if err == nil && !d.cancelSent {
+		d.cancelSent, d.cancelledAt = true, time.Now()
 	}
 	return err
 }

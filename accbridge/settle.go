@@ -47,7 +47,8 @@ func (st *settled) init() {
 // noteEnded remembers a run that ended; unconfirmed marks a cancel_run the
 // connector has not confirmed (the agent is held until it does, or until
 // releaseBound passes).
-func (st *settled) noteEnded(runID, connectorID, agent string, unconfirmed bool) {
+// cancelledAt is when that cancel_run was sent (zero: now).
+func (st *settled) noteEnded(runID, connectorID, agent string, unconfirmed bool, cancelledAt time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.init()
@@ -63,7 +64,10 @@ func (st *settled) noteEnded(runID, connectorID, agent string, unconfirmed bool)
 		if h := st.holds[agent]; h != nil {
 			close(h.released)
 		}
-		st.holds[agent] = &agentHold{runID: runID, since: time.Now(), released: make(chan struct{})}
+		if cancelledAt.IsZero() {
+			cancelledAt = time.Now()
+		}
+		st.holds[agent] = &agentHold{runID: runID, since: cancelledAt, released: make(chan struct{})}
 	}
 }
 

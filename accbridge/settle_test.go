@@ -10,7 +10,7 @@ import (
 // connector's run, an unknown run and other frame types are not.
 func TestSettledLateFrames(t *testing.T) {
 	var st settled
-	st.noteEnded("r1", "conn-a", "farm\x00agent-1", true)
+	st.noteEnded("r1", "conn-a", "farm\x00agent-1", true, time.Time{})
 	h := st.hold("farm\x00agent-1")
 	if h == nil || h.runID != "r1" {
 		t.Fatalf("no hold after an unconfirmed cancel: %+v", h)
@@ -41,7 +41,7 @@ func TestSettledLateFrames(t *testing.T) {
 		t.Fatal("the hold outlived its release")
 	}
 	// A completion of the held run also releases it (and is not silent).
-	st.noteEnded("r2", "conn-a", "farm\x00agent-1", true)
+	st.noteEnded("r2", "conn-a", "farm\x00agent-1", true, time.Time{})
 	h = st.hold("farm\x00agent-1")
 	if st.late("conn-a", &frame{Type: TypeRunEvent, Event: EventCompletion, RunID: "r2"}) {
 		t.Fatal("a late completion was answered silently")
@@ -52,7 +52,7 @@ func TestSettledLateFrames(t *testing.T) {
 		t.Fatal("a late completion did not release the agent")
 	}
 	// A hold older than the release bound is gone.
-	st.noteEnded("r3", "conn-a", "farm\x00agent-2", true)
+	st.noteEnded("r3", "conn-a", "farm\x00agent-2", true, time.Time{})
 	st.mu.Lock()
 	st.holds["farm\x00agent-2"].since = time.Now().Add(-releaseBound)
 	st.mu.Unlock()
@@ -61,7 +61,7 @@ func TestSettledLateFrames(t *testing.T) {
 	}
 	// Bounded memory.
 	for i := 0; i < endedMax+10; i++ {
-		st.noteEnded("x"+string(rune('a'+i%26))+time.Duration(i).String(), "conn-a", "k", false)
+		st.noteEnded("x"+string(rune('a'+i%26))+time.Duration(i).String(), "conn-a", "k", false, time.Time{})
 	}
 	if len(st.ended) > endedMax || len(st.order) > endedMax {
 		t.Fatalf("remembered %d runs", len(st.ended))

@@ -18,6 +18,7 @@
 //	leak-token           its token and client key in a warning, a tool result and the completion
 //	stop-heartbeats      run_accepted, and no heartbeat from then on
 //	late-cancel N        run_accepted; answers cancel_run only N seconds later
+//	quiet-release N      run_accepted; frees the agent N seconds after cancel_run, never confirming it
 //
 // A cancel_run for a run it does not have (it restarted) is answered
 // run_cancelled at once. With Options.OneRunPerAgent it keeps acc-notes'
@@ -367,6 +368,17 @@ func (c *Connector) runScript(ctx context.Context, m map[string]any) {
 			select {
 			case <-time.After(time.Duration(code) * time.Second):
 				cancelled()
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+	case "quiet-release":
+		// Stops N seconds after cancel_run and never confirms it.
+		select {
+		case <-cancelCh:
+			select {
+			case <-time.After(time.Duration(code) * time.Second):
+				c.release(id)
 			case <-ctx.Done():
 			}
 		case <-ctx.Done():

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,6 +231,56 @@ func TestACCSettleFrames(t *testing.T) {
 		if got := conn.runFrames(old); has4004(got) {
 			t.Fatalf("the late run_cancelled was refused: %v", got)
 		}
+	})
+
+	t.Run("never-confirmed-cancel-then-next-run", func(t *testing.T) {
+		// The first run frees its agent 5 s after cancel_run and never
+		// says so: the next run bounces 4005 and is re-sent at the 30 s
+		// release bound (acc-notes), not after busy_retry_seconds (60 s).
+		id, _ := invokeRun(t, ctx, c, ep, "quiet-release 5", "", nil)
+		WaitFor(t, 30*time.Second, "run_accepted", func() bool {
+			st, err := c.State(ctx, jidMust(ep), id)
+			return err == nil && st.State == agentproto.StateRunning
+		})
+		time.Sleep(500 * time.Millisecond)
+		cancelTask(t, ctx, c, ep, id)
+		cancelledAt := time.Now()
+		if st := settledState(t, ctx, c, ep, id); st.State != agentproto.StateCancelled {
+			t.Fatalf("first run: %s", st.State)
+		}
+		var queued []string
+		var mu sync.Mutex
+		args, _ := json.Marshal(map[string]string{"goal": "echo after-quiet"})
+		done := make(chan *agentclient.Outcome, 1)
+		go func() {
+			out, _ := c.Call(ctx, jidMust(ep), "run", args, agentclient.CallOptions{OnProgress: func(p agentclient.Progress) {
+				mu.Lock()
+				queued = append(queued, p.Stage+": "+p.Message)
+				mu.Unlock()
+			}})
+			done <- out
+		}()
+		var out *agentclient.Outcome
+		select {
+		case out = <-done:
+		case <-time.After(55 * time.Second):
+			t.Fatalf("the next run did not complete within 55 s of the cancel (busy_retry_seconds is 60)")
+		}
+		if out == nil || out.State != agentproto.StateCompleted {
+			t.Fatalf("next run: %+v", out)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		saw := false
+		for _, q := range queued {
+			if strings.Contains(q, "still busy with a cancelled run") {
+				saw = true
+			}
+		}
+		if !saw {
+			t.Fatalf("the caller was not told why the run waits: %v", queued)
+		}
+		t.Logf("the next run completed %v after the cancel; the caller saw %v", time.Since(cancelledAt).Round(100*time.Millisecond), queued)
 	})
 
 	t.Run("restart-then-confirmation", func(t *testing.T) {

@@ -197,12 +197,15 @@ func (a *Agent) execute(ctx context.Context, key string, req runRequest, deadlin
 	state := accdb.RunDone
 	if errors.Is(err, errShuttingDown) {
 		// Cancel now if we can; otherwise on the connector's return.
-		if lr.send(map[string]any{"type": TypeCancelRun, "run_id": lr.runID}) != nil {
+		if d.cancelRun() != nil {
 			state = accdb.RunOrphaned
 		}
 	} else if d.orphan {
 		state = accdb.RunOrphaned
 	}
+	// A late run_cancelled for it is taken silently; a cancel the
+	// connector has not confirmed holds the agent for the next run.
+	s.settled.noteEnded(lr.runID, lr.connectorID, agentKey(a.connector, a.agentID), d.cancelSent && !d.connectorDone && !d.orphan, d.cancelledAt)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.o.Store.SetRunState(sctx, lr.runID, state); err != nil {
@@ -251,6 +254,44 @@ type driver struct {
 	retries    int
 	cancelling bool
 	approving  bool
+
+	approvalID  string
+	approvalExp time.Time
+	// cancelSent: cancel_run went out; connectorDone: the connector ended
+	// the run (run_cancelled, completion, error).
+	cancelSent    bool
+	cancelledAt   time.Time // the first cancel_run
+	connectorDone bool
+	// busyRelease wakes a run bounced 4005 when the cancelled run that
+	// holds its agent is confirmed.
+	busyRelease <-chan struct{}
+}
+
+// cancelRun sends cancel_run for the run.
+func (d *driver) cancelRun() error {
+	err := d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID})
+	if err == nil && !d.cancelSent {
+		d.cancelSent, d.cancelledAt = true, time.Now()
+	}
+	return err
+}
+
+// denyExpired tells the connector the pending approval expired.
+func (d *driver) denyExpired() {
+	d.lr.send(map[string]any{"type": TypeApprovalDenied, "approval_id": d.approvalID, "run_id": d.lr.runID,
+		"denied_by": "", "reason": "expired"})
+}
+
+// approvalExpired reports whether a pending approval ended by expiring
+// (err is what the input request returned, nil when unknown).
+func (d *driver) approvalExpired(err error) bool {
+	if errors.Is(err, tasks.ErrInputExpired) {
+		return true
+	}
+	if errors.Is(err, tasks.ErrInputSuperseded) || d.cancelling {
+		return false
+	}
+	return !d.approvalExp.IsZero() && !time.Now().Before(d.approvalExp)
 }
 
 func (d *driver) createRun() error {
@@ -302,8 +343,21 @@ func (d *driver) loop(ctx context.Context) error {
 				return errShuttingDown
 			}
 			// The task settled elsewhere (its deadline, an expired input,
-			// shutdown of the engine): the connector stops too.
-			if d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID}) != nil {
+			// shutdown of the engine): the connector stops too. An
+			// approval that expired is denied first (docs/acc-bridge.md).
+			if d.approving {
+				var err error
+				select {
+				case r := <-approvals:
+					err = r.err
+				case <-time.After(time.Second):
+				}
+				d.approving = false
+				if d.approvalExpired(err) {
+					d.denyExpired()
+				}
+			}
+			if d.cancelRun() != nil {
 				d.orphan = true
 			}
 			return nil
@@ -322,13 +376,15 @@ func (d *driver) loop(ctx context.Context) error {
 			return nil
 		case <-acceptT.C:
 			if !d.accepted {
-				if d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID}) != nil {
+				if d.cancelRun() != nil {
 					d.orphan = true
 				}
 				d.out.fail(tasks.Failure{Code: agentproto.CodeACCAcceptTimeout, Message: "the connector did not accept the run in time", Retryable: true})
 				return nil
 			}
-		case <-busyT:
+		case <-d.busyRelease:
+			// The cancelled run that held the agent is confirmed: re-send now.
+			d.busyRelease = nil
 			busyT = nil
 			if err := d.createRun(); err != nil {
 				d.orphan = true
@@ -336,8 +392,17 @@ func (d *driver) loop(ctx context.Context) error {
 				return nil
 			}
 			acceptT.Reset(s.o.AcceptTimeout)
+		case <-busyT:
+			busyT = nil
+			d.busyRelease = nil
+			if err := d.createRun(); err != nil {
+				d.orphan = true
+				d.out.fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the connector is not connected", Retryable: true})
+				return nil
+			}
+			acceptT.Reset(s.o.AcceptTimeout)
 		case <-deadlineC:
-			if d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID}) != nil {
+			if d.cancelRun() != nil {
 				d.orphan = true
 			}
 			d.out.fail(tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "the deadline passed before the run completed"})
@@ -345,7 +410,7 @@ func (d *driver) loop(ctx context.Context) error {
 		case <-cancelReq:
 			cancelReq = nil
 			d.cancelling = true
-			if d.lr.send(map[string]any{"type": TypeCancelRun, "run_id": d.lr.runID}) != nil {
+			if d.cancelRun() != nil {
 				d.orphan = true
 				d.out.cancelled("cancelled by the caller; the connector is not connected and is told when it returns")
 				return nil
@@ -364,10 +429,21 @@ func (d *driver) loop(ctx context.Context) error {
 			approvalCancel()
 			approvalCancel = nil
 			if r.err != nil {
-				// Expired (the task then fails input-expired) or settled.
-				d.lr.send(map[string]any{"type": TypeApprovalDenied, "approval_id": r.id, "run_id": d.lr.runID,
-					"denied_by": "", "reason": "expired"})
-				continue
+				if errors.Is(r.err, tasks.ErrInputSuperseded) || d.cancelling {
+					// The caller cancelled: cancel_run (sent on the
+					// cancellation) ends the approval with the run.
+					continue
+				}
+				// Expired (the engine settles the task input-expired): the
+				// connector hears approval_denied "expired", then cancel_run.
+				// Settled otherwise: cancel_run.
+				if d.approvalExpired(r.err) {
+					d.denyExpired()
+				}
+				if d.cancelRun() != nil {
+					d.orphan = true
+				}
+				return nil
 			}
 			if r.granted {
 				d.lr.send(map[string]any{"type": TypeApprovalGranted, "approval_id": r.id, "run_id": d.lr.runID,
@@ -405,6 +481,7 @@ func (d *driver) frame(ctx context.Context, f *frame, approvals chan approvalRes
 			d.out.progress(tasks.Progress{Stage: stage, Message: "The connector accepted the run."})
 		}
 	case TypeRunCancelled:
+		d.connectorDone = true
 		if d.cancelling {
 			d.out.cancelled("cancelled by the caller; the connector confirmed")
 		} else {
@@ -413,6 +490,7 @@ func (d *driver) frame(ctx context.Context, f *frame, approvals chan approvalRes
 		return true
 	case TypeRunEvent:
 		if f.Event == EventCompletion {
+			d.connectorDone = true
 			d.out.complete(f.Payload)
 			return true
 		}
@@ -451,6 +529,7 @@ func (d *driver) frame(ctx context.Context, f *frame, approvals chan approvalRes
 		actx, cancel := context.WithCancel(ctx)
 		*approvalCancel = cancel
 		d.approving = true
+		d.approvalID, d.approvalExp = id, exp
 		ap := approval{id: id, action: scrub(s.o.Redactor, f.Action), risk: risk, expires: exp}
 		go func() {
 			granted, reason, err := d.out.approve(actx, ap)
@@ -489,12 +568,26 @@ func (d *driver) connectorError(code int, msg string, busyT *<-chan time.Time, a
 	case ErrAgentBusy:
 		d.accepted = false
 		acceptT.Stop()
-		d.out.progress(tasks.Progress{Stage: "queued", Message: "The agent is busy; the run is re-queued in " + s.o.BusyRetry.String() + "."})
-		*busyT = time.After(s.o.BusyRetry)
+		wait := s.o.BusyRetry
+		msg := "The agent is busy; the run is re-queued in " + wait.String() + "."
+		// Busy with a run the gateway cancelled and the connector has not
+		// confirmed: re-send as soon as it confirms, and at the latest when
+		// acc-notes' 30 s release bound has passed since that cancel.
+		if h := s.settled.hold(agentKey(d.a.connector, d.a.agentID)); h != nil {
+			if until := time.Until(h.since.Add(releaseBound)); until < wait {
+				wait = max(until, 0)
+			}
+			d.busyRelease = h.released
+			msg = "The agent is still busy with a cancelled run; the run is re-sent when the connector confirms that cancel, at the latest in " +
+				wait.Round(time.Second).String() + "."
+		}
+		d.out.progress(tasks.Progress{Stage: "queued", Message: msg})
+		*busyT = time.After(wait)
 		return false
 	case ErrQuotaExceeded:
 		d.log.Error("acc: OPERATOR: the connector reports its quota exceeded; the run is stopped", "run", d.lr.runID, "connector", d.a.connector)
 	}
+	d.connectorDone = true
 	d.out.fail(tasks.Failure{Code: agentproto.ACCCode(code), Message: failureText(code, scrub(s.o.Redactor, msg)),
 		Retryable: code == ErrConnector || code == ErrAdapter || code == ErrAgentNotFound})
 	return true

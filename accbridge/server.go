@@ -92,6 +92,7 @@ type Server struct {
 	agents   map[string]*Agent   // connector name + "\x00" + agent_id → endpoint
 	runs     map[string]*liveRun // run_id → run in flight
 	nameByID map[string]string   // connector_id → name, learned at register
+	settled  settled             // runs that ended, agents a cancelled run may still hold
 	ctx      context.Context
 	addr     net.Addr
 	ready    chan struct{}
@@ -456,6 +457,7 @@ func (s *Server) reconcile(ctx context.Context, sess *session) {
 		if err := sess.send(map[string]any{"type": TypeCancelRun, "run_id": r.RunID}); err != nil {
 			return
 		}
+		s.settled.noteEnded(r.RunID, sess.conn.ID, agentKey(sess.conn.Name, r.AgentID), true, time.Time{})
 		s.log.Info("acc: cancelled a run no task follows any more", "connector", sess.conn.Name, "run", r.RunID, "task", r.TaskID)
 		if err := s.o.Store.SetRunState(ctx, r.RunID, accdb.RunDone); err != nil {
 			s.log.Warn("acc: cannot record a cancelled run", "run", r.RunID, "error", err)

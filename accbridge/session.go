@@ -201,10 +201,18 @@ func (x *session) handle(f *frame) {
 			f.RunID = f.FromRunID
 		}
 		if !x.s.route(x, f) {
+			if x.s.settled.late(x.conn.ID, f) {
+				// The confirmation of a cancel_run for a run already settled.
+				x.s.log.Info("acc connector confirmed the cancel of a run already settled", "connector", x.conn.Name, "run", f.RunID)
+				return
+			}
 			x.sendError(ErrRunNotFound, "run not found", f.RunID)
 		}
 	case TypeError:
 		if f.RunID == "" || !x.s.route(x, f) {
+			if f.RunID != "" {
+				x.s.settled.late(x.conn.ID, f)
+			}
 			x.s.log.Info("acc connector reported an error", "connector", x.conn.Name, "code", f.Code)
 		}
 	case TypeUploadArtifact, TypeDownloadArtifact:

@@ -2,6 +2,7 @@ package oanbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -52,8 +53,18 @@ func (b *Backend) handle(ctx context.Context, env *wire.Envelope, from origin) e
 	}
 	eff, notify, refuse := b.effectOf(ctx, env)
 	if refuse != "" {
-		b.log.Warn("OAN event refused", "type", env.Type, "event", env.EventID, "reason", refuse)
+		// Logged once per event: a live refusal is followed by a back-fill
+		// that meets the same event again.
+		if b.firstRefusal(env.EventID) {
+			b.log.Warn("OAN event refused", "type", env.Type, "event", env.EventID, "reason", refuse)
+		}
 		if from != backfill {
+			// A live envelope never moves the cursor itself (it could name
+			// any seq); the back-fill it triggers moves it past the event
+			// if OAN really recorded it.
+			if from == live {
+				return errRefusedLive
+			}
 			return nil
 		}
 		return b.st.Skip(ctx, acct, env.Seq)
@@ -72,13 +83,37 @@ func (b *Backend) handle(ctx context.Context, env *wire.Envelope, from origin) e
 			b.log.Warn("a chat task's event queue is full; the event stays in the store", "event", env.EventID)
 		}
 	}
-	if eff.Status == oandb.StatusBanned {
-		b.log.Error("OAN announced an account ban (system_notice account_banned)")
-	}
 	if len(eff.Outbound) > 0 {
 		b.deliverOutbound(ctx)
 	}
+	if eff.Status == oandb.StatusBanned {
+		// The session ends as for a refused handshake: the endpoint goes
+		// unavailable until a new pairing (classify).
+		b.log.Error("OAN announced an account ban (system_notice account_banned)")
+		return ErrBanned
+	}
 	return nil
+}
+
+// errRefusedLive: a live envelope was refused; the session back-fills so
+// that a recorded event moves the cursor.
+var errRefusedLive = errors.New("a live OAN event was refused")
+
+// maxRefusalsRemembered bounds the event ids whose refusal was logged.
+const maxRefusalsRemembered = 4096
+
+// firstRefusal reports whether eventID's refusal has not been logged yet.
+func (b *Backend) firstRefusal(eventID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refused == nil || len(b.refused) >= maxRefusalsRemembered {
+		b.refused = map[string]bool{}
+	}
+	if b.refused[eventID] {
+		return false
+	}
+	b.refused[eventID] = true
+	return true
 }
 
 // effectOf computes what an event changes. notify is the chat task to
@@ -95,6 +130,13 @@ func (b *Backend) effectOf(ctx context.Context, env *wire.Envelope) (eff oandb.E
 			return oandb.Item{}, err.Error()
 		}
 		return oandb.Item{EventID: env.EventID, Seq: env.Seq, Kind: kind, GoferID: env.GoferID, ReplyPath: rel, Envelope: env.Raw}, ""
+	}
+	// Any reply target must be the event's own resource (§5.2, §7), also
+	// on events that are only shown: a hostile one drops the event.
+	if env.Reply != nil {
+		if _, err := wire.CheckReply(env); err != nil {
+			return eff, nil, err.Error()
+		}
 	}
 	out := func(body string) {
 		eff.Outbound = append(eff.Outbound, oandb.Outbound{ID: "oan-" + env.EventID, GoferID: env.GoferID, Body: body})

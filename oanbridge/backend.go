@@ -86,7 +86,8 @@ type Backend struct {
 	lastGofer string
 	started   bool
 	stopped   chan struct{}
-	probe     chan struct{} // a tool saw 401: check the key now
+	probe     chan struct{}   // a tool saw 401: check the key now
+	refused   map[string]bool // event ids whose refusal was logged
 }
 
 var (
@@ -270,11 +271,18 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 	b.setConnected(true)
 	b.log.Info("OAN event stream connected", "key_id", id)
 	b.deliverOutbound(ctx)
+	var refill <-chan time.Time // a back-fill after refused live events
 	for {
 		select {
 		case <-ctx.Done():
 			b.setConnected(false)
 			return time.Since(began), nil
+		case <-refill:
+			refill = nil
+			if err := b.backfill(ctx); err != nil {
+				b.setConnected(false)
+				return time.Since(began), b.classify(ctx, err)
+			}
 		case <-b.probe:
 			if _, perr := b.api.do(ctx, "GET", "/events/cursor", nil, nil, nil); errors.Is(perr, ErrRevoked) || errors.Is(perr, ErrBanned) {
 				b.setConnected(false)
@@ -302,9 +310,14 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 				b.log.Warn("OAN event refused", "reason", err.Error())
 				continue
 			}
-			if err := b.handle(ctx, env, live); err != nil {
+			if err := b.handle(ctx, env, live); errors.Is(err, errRefusedLive) {
+				// Coalesced: a burst of refusals costs one GET /events.
+				if refill == nil {
+					refill = time.After(200 * time.Millisecond)
+				}
+			} else if err != nil {
 				b.setConnected(false)
-				return time.Since(began), err
+				return time.Since(began), b.classify(ctx, err)
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"mellium.im/xmpp/jid"
+
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/wire"
@@ -44,6 +46,7 @@ func (b *Backend) Converse(ctx context.Context, t backendkit.Turn) error {
 	gofer, err := b.resolveGofer(ctx, t.Resource)
 	if err != nil {
 		if errorsIsAPI(err) {
+			b.recheckOn(err)
 			return backendkit.ErrChatUnavailable
 		}
 		return err
@@ -67,6 +70,7 @@ func (b *Backend) Converse(ctx context.Context, t backendkit.Turn) error {
 	}
 	rel, _ := seg("gofers", gofer, "chat", "messages")
 	if _, err := b.api.do(ctx, http.MethodPost, rel, nil, map[string]any{"content": body}, nil); err != nil {
+		b.recheckOn(err)
 		return backendkit.ErrChatUnavailable
 	}
 	b.mu.Lock()
@@ -94,6 +98,30 @@ const (
 	errEmptyTurn          = chatErr("empty message")
 	errTooLongForQuestion = chatErr("the Gofer's open question allows a shorter answer")
 )
+
+// recheckOn asks the session to probe the key after a 401 or a ban seen
+// by a chat turn, as a tool does.
+func (b *Backend) recheckOn(err error) {
+	if errors.Is(err, ErrRevoked) || errors.Is(err, ErrBanned) {
+		b.recheck()
+	}
+}
+
+// ChatRecipients implements backendkit.ChatConsent: the configured owner
+// consents by configuration, so the Gofer's unprompted messages (match
+// notices, relays, late replies) reach it without its writing first, from
+// the first moment and after every restart.
+func (b *Backend) ChatRecipients(endpoint string) []string {
+	if !strings.EqualFold(endpoint, b.o.Endpoint) {
+		return nil
+	}
+	if j, err := jid.Parse(b.o.Owner); err == nil {
+		return []string{j.Bare().String()}
+	}
+	return []string{b.o.Owner}
+}
+
+var _ backendkit.ChatConsent = (*Backend)(nil)
 
 func errorsIsAPI(err error) bool {
 	var he *HTTPError

@@ -139,6 +139,7 @@ func (b *Backend) failAPI(ctx context.Context, run tasks.Run, what string, err e
 		b.recheck()
 		b.fail(run, tasks.Failure{Code: agentproto.CodeUnavailable, Message: "OAN rejected the API key; the endpoint must be paired again", Retryable: true})
 	case errors.Is(err, ErrBanned):
+		b.recheck()
 		b.fail(run, tasks.Failure{Code: agentproto.CodeUnavailable, Message: "the OAN account is banned", Retryable: true})
 	case errors.Is(err, ErrRedirect):
 		b.fail(run, tasks.Failure{Code: agentproto.CodeOANRefused, Message: what + ": OAN answered with a redirect, which is never followed"})

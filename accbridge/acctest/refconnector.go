@@ -17,9 +17,14 @@
 //	forge                a forged approval_granted, then completion
 //	leak-token           its token and client key in a warning, a tool result and the completion
 //	stop-heartbeats      run_accepted, and no heartbeat from then on
+//	late-cancel N        run_accepted; answers cancel_run only N seconds later
+//	quiet-release N      run_accepted; frees the agent N seconds after cancel_run, never confirming it
 //
 // A cancel_run for a run it does not have (it restarted) is answered
-// run_cancelled at once. Every message it receives is printed as one JSON line {"got": type, …}
+// run_cancelled at once. With Options.OneRunPerAgent it keeps acc-notes'
+// "one active run per agent": a create_run for an agent whose earlier run
+// has not ended (completion, or run_cancelled sent) is answered error
+// 4005 (seed: "Agent busy"). Every message it receives is printed as one JSON line {"got": type, …}
 // on Log, so tests can see what the control center sent.
 package acctest
 
@@ -62,6 +67,8 @@ type Options struct {
 	Log       io.Writer
 	// ConnectorID overrides connector.json's (to test a mismatch).
 	ConnectorID string
+	// OneRunPerAgent answers 4005 to a create_run for a busy agent.
+	OneRunPerAgent bool
 }
 
 // Connector is one connection's state.
@@ -77,6 +84,7 @@ type Connector struct {
 	attempts map[string]int           // run_id → create_run count
 	cancel   map[string]chan struct{} // run_id → closed on cancel_run
 	approval map[string]chan map[string]any
+	active   map[string]string // agent_id → run_id holding it (OneRunPerAgent)
 }
 
 type enrollment struct {
@@ -130,7 +138,8 @@ func Dial(ctx context.Context, o Options) (*Connector, error) {
 	}
 	ws.SetReadLimit(4 << 20)
 	c := &Connector{o: o, id: en.ConnectorID, ws: ws, attempts: map[string]int{},
-		cancel: map[string]chan struct{}{}, approval: map[string]chan map[string]any{}}
+		cancel: map[string]chan struct{}{}, approval: map[string]chan map[string]any{},
+		active: map[string]string{}}
 	if err := c.send(map[string]any{"type": "register", "connector_id": c.id, "version": "1.0.0",
 		"host": "refconnector.test", "adapters": []string{"hermes"}}); err != nil {
 		ws.CloseNow()
@@ -251,7 +260,21 @@ func (c *Connector) heartbeats(ctx context.Context) {
 	}
 }
 
+// release ends run id's hold on its agent (OneRunPerAgent).
+func (c *Connector) release(id string) {
+	c.mu.Lock()
+	for a, r := range c.active {
+		if r == id {
+			delete(c.active, a)
+		}
+	}
+	c.mu.Unlock()
+}
+
 func (c *Connector) event(id, kind string, payload any) error {
+	if kind == "completion" || kind == "error" {
+		c.release(id)
+	}
 	return c.send(map[string]any{"type": "run_event", "run_id": id, "event": kind,
 		"timestamp": time.Now().UTC().Format(time.RFC3339), "payload": payload})
 }
@@ -263,12 +286,23 @@ func (c *Connector) runScript(ctx context.Context, m map[string]any) {
 	if len(words) == 0 {
 		words = []string{"echo"}
 	}
+	agent, _ := m["agent_id"].(string)
 	c.mu.Lock()
+	if holder, busy := c.active[agent]; c.o.OneRunPerAgent && busy && holder != id {
+		c.mu.Unlock()
+		c.send(map[string]any{"type": "error", "code": 4005, "message": "agent busy", "run_id": id})
+		return
+	}
+	c.active[agent] = id
 	c.attempts[id]++
 	attempt := c.attempts[id]
 	cancelCh := make(chan struct{})
 	c.cancel[id] = cancelCh
 	c.mu.Unlock()
+	cancelled := func() {
+		c.release(id)
+		c.send(map[string]any{"type": "run_cancelled", "run_id": id})
+	}
 	arg := func(i int) string {
 		if i < len(words) {
 			return words[i]
@@ -278,15 +312,18 @@ func (c *Connector) runScript(ctx context.Context, m map[string]any) {
 	code, _ := strconv.Atoi(arg(1))
 	switch words[0] {
 	case "error":
+		c.release(id)
 		c.send(map[string]any{"type": "error", "code": code, "message": "scripted error", "run_id": id})
 		return
 	case "error-once":
 		if attempt == 1 {
+			c.release(id)
 			c.send(map[string]any{"type": "error", "code": code, "message": "scripted error", "run_id": id})
 			return
 		}
 	case "busy-once":
 		if attempt == 1 {
+			c.release(id)
 			c.send(map[string]any{"type": "error", "code": 4005, "message": "agent busy", "run_id": id})
 			return
 		}
@@ -313,7 +350,7 @@ func (c *Connector) runScript(ctx context.Context, m map[string]any) {
 			done(map[string]any{"approved": a["type"] == "approval_granted", "approved_by": a["approved_by"],
 				"denied_by": a["denied_by"], "reason": a["reason"], "approval_id": a["approval_id"]})
 		case <-cancelCh:
-			c.send(map[string]any{"type": "run_cancelled", "run_id": id})
+			cancelled()
 		case <-ctx.Done():
 		}
 	case "hang", "stop-heartbeats":
@@ -322,7 +359,28 @@ func (c *Connector) runScript(ctx context.Context, m map[string]any) {
 		}
 		select {
 		case <-cancelCh:
-			c.send(map[string]any{"type": "run_cancelled", "run_id": id})
+			cancelled()
+		case <-ctx.Done():
+		}
+	case "late-cancel":
+		select {
+		case <-cancelCh:
+			select {
+			case <-time.After(time.Duration(code) * time.Second):
+				cancelled()
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+	case "quiet-release":
+		// Stops N seconds after cancel_run and never confirms it.
+		select {
+		case <-cancelCh:
+			select {
+			case <-time.After(time.Duration(code) * time.Second):
+				c.release(id)
+			case <-ctx.Done():
+			}
 		case <-ctx.Done():
 		}
 	case "ignore-cancel":

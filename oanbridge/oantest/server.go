@@ -205,6 +205,10 @@ func (s *Server) ServerDisconnect() error {
 	return s.Control("POST", "server-disconnect", map[string]any{}, nil)
 }
 
+// BanQuiet bans the account with the system_notice only, leaving the
+// sockets connected.
+func (s *Server) BanQuiet() error { return s.Control("POST", "ban-quiet", map[string]any{}, nil) }
+
 // Request is one REST request the server saw.
 type Request struct {
 	Method string          `json:"method"`

@@ -30,7 +30,7 @@ const state = {
   banned: false,
   requests: [],             // {method, path, auth, body}
   storageAuthSeen: 0, storageHits: 0,
-  mode: { silent: false, duplicate: false, storm5xx: 0, redirect: '', endlessPages: false, replyDelayMs: 20, hostile: '', unreadableReply: false },
+  mode: { silent: false, duplicate: false, storm5xx: 0, redirect: '', endlessPages: false, replyDelayMs: 20, hostile: '', unreadableReply: false, hostileReplyPath: '' },
 };
 
 const sha = (s) => crypto.createHash('sha256').update(s).digest('hex');
@@ -45,6 +45,10 @@ function record(type, fields) {
   for (const k of ['goferId', 'chatId', 'threadId', 'conversationId', 'responseConstraints', 'reply', 'webUrl']) {
     if (fields[k] !== undefined) ev[k] = fields[k];
   }
+  // The hostile switch: every event recorded meanwhile names this reply
+  // path (an absolute URL, //host, .., %2F, a query, another account's
+  // resource) instead of its own.
+  if (state.mode.hostileReplyPath) ev.reply = { method: 'POST', path: state.mode.hostileReplyPath };
   state.events.push(ev);
   emit(ev);
   return ev;
@@ -124,6 +128,13 @@ ctl.post('/ban', async (req, res) => {
   record('system_notice', { source: 'platform', payload: { kind: 'account_banned' } });
   state.banned = true;
   for (const s of await io.of('/oan').fetchSockets()) s.disconnect(true);
+  res.json({ ok: true });
+});
+// A ban announced by the system_notice only: the sockets stay up (the
+// forced disconnect is best effort); REST answers 403 from now on.
+ctl.post('/ban-quiet', (req, res) => {
+  record('system_notice', { source: 'platform', payload: { kind: 'account_banned' } });
+  state.banned = true;
   res.json({ ok: true });
 });
 ctl.post('/unban', (req, res) => { state.banned = false; res.json({ ok: true }); });

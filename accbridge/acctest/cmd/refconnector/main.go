@@ -1,7 +1,7 @@
 // Command refconnector runs the reference agent-control-center connector
 // (accbridge/acctest) as its own process, for the end-to-end tests.
 //
-//	refconnector --dir ENROLL_DIR [--agents JSON] [--heartbeat 30s] [--url wss://…] [--once]
+//	refconnector --dir ENROLL_DIR [--agents JSON] [--heartbeat 30s] [--url wss://…] [--once] [--one-run]
 package main
 
 import (
@@ -23,6 +23,7 @@ func main() {
 	hb := flag.Duration("heartbeat", 30*time.Second, "heartbeat period")
 	url := flag.String("url", "", "override the url of connector.json")
 	once := flag.Bool("once", false, "exit when the connection ends instead of reconnecting")
+	oneRun := flag.Bool("one-run", false, "one active run per agent: answer 4005 to a create_run for a busy agent")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "refconnector: --dir is required")
@@ -35,7 +36,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := acctest.Run(ctx, acctest.Options{Dir: *dir, URL: *url, Heartbeat: *hb, Agents: as, Log: os.Stdout}, !*once)
+	err := acctest.Run(ctx, acctest.Options{Dir: *dir, URL: *url, Heartbeat: *hb, Agents: as, Log: os.Stdout, OneRunPerAgent: *oneRun}, !*once)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "refconnector:", err)
 		os.Exit(1)

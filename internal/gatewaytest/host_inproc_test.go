@@ -165,6 +165,7 @@ func TestSelfRegisteredListedAfterPresenceRace(t *testing.T) {
 		})
 	}})
 	t.Cleanup(unhold) // before the gateway stops, which waits for its workers
+
 	const workers = 16 // component.Config's default, which the gateway uses
 	shard := func(s string) uint32 { h := fnv.New32a(); h.Write([]byte(s)); return h.Sum32() % workers }
 	bot := e.JID("bot")

@@ -70,7 +70,7 @@ type Component struct {
 	prio  chan outItem // keepalive pings jump the queue
 
 	iqIn   chan inIQ               // IQ get/set: any worker
-	shards []chan *xmltree.Element // messages and presence: one worker per sender keeps their order
+	shards []chan *xmltree.Element // messages and presence: one worker per sender account (bare JID) keeps their order
 
 	state     atomic.Int32
 	connected atomic.Bool

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"hash/fnv"
+	"strings"
 	"sync"
 
 	"mellium.im/xmlstream"
@@ -82,8 +83,14 @@ func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element, 
 		}
 	} else {
 		sp.End() // a message or presence: the span covers its decode
+		// Sharded by the sender's bare JID, so that everything one account
+		// sends is handled in order: the server speaks for the bare JID
+		// too (Prosody acknowledges a subscription request with
+		// "unavailable" from it, then sends each resource's presence), and
+		// a bare "unavailable" handled after a resource's presence would
+		// erase it.
 		h := fnv.New32a()
-		h.Write([]byte(el.AttrValue("from")))
+		h.Write([]byte(bareOf(el.AttrValue("from"))))
 		ch = c.shards[h.Sum32()%uint32(len(c.shards))]
 	}
 	select {
@@ -103,6 +110,15 @@ func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element, 
 	case <-runCtx.Done():
 	case <-connCtx.Done():
 	}
+}
+
+// bareOf is the bare part of a JID string: everything before the first
+// '/', which starts the resource (RFC 7622 3.1).
+func bareOf(from string) string {
+	if i := strings.IndexByte(from, '/'); i >= 0 {
+		return from[:i]
+	}
+	return from
 }
 
 // queueIQ is route's queueing for IQ get and set.

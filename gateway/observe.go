@@ -24,6 +24,8 @@ func (o observedEngine) Admit(ctx context.Context, inv tasks.Invocation) (tasks.
 	acc, err := o.Engine.Admit(ctx, inv)
 	d := time.Since(t0)
 	switch {
+	case err == nil && acc.Replay:
+		o.m.AdmissionObserved(d, metrics.OutcomeReplay)
 	case err == nil:
 		o.m.AdmissionObserved(d, metrics.OutcomeAccepted)
 		o.starts.put(acc.TaskID, acc.Created)

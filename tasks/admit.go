@@ -51,6 +51,9 @@ type Accepted struct {
 	Revision    int64 // always 0
 	Created     time.Time
 	RetainUntil time.Time
+	// Replay is true when the request was answered from the replay record
+	// of an earlier identical request: no new task was admitted.
+	Replay bool
 }
 
 // maxToolName bounds the tool attribute (the manifest limits names far
@@ -414,7 +417,7 @@ func replayOf(prev *taskdb.Task, fp []byte) (Accepted, error) {
 	if !bytes.Equal(prev.Fingerprint, fp) {
 		return Accepted{}, reject(ErrConflict, "request-id reused with a different fingerprint")
 	}
-	return Accepted{TaskID: prev.ID, RequestID: prev.RequestID, Created: prev.Created, RetainUntil: prev.RetainUntil}, nil
+	return Accepted{TaskID: prev.ID, RequestID: prev.RequestID, Created: prev.Created, RetainUntil: prev.RetainUntil, Replay: true}, nil
 }
 
 // toolAuthorized applies trusted local policy to tools that declare an

@@ -207,7 +207,14 @@ func TestAdmitReplay(t *testing.T) {
 	inv.Deadline = "2026-07-27T19:15:00Z"
 	inv.Extensions = map[string]string{"urn:example:sec": "a"}
 	first := h.admit(inv)
+	if first.Replay {
+		t.Fatalf("first admission reported as a replay: %+v", first)
+	}
 	h.terminal(first.TaskID)
+	// The retry gets the original acceptance, marked as a replay (the
+	// metrics count it as one).
+	replay := first
+	replay.Replay = true
 
 	h.clk.Advance(30 * time.Second)
 	again := inv
@@ -216,7 +223,7 @@ func TestAdmitReplay(t *testing.T) {
 	again.Route = "alice@example.test/phone"                     // another resource
 	again.Extensions = map[string]string{"urn:example:sec": "a"} // same extension
 	got := h.admit(again)
-	if got != first {
+	if got != replay {
 		t.Fatalf("replay %+v, original %+v", got, first)
 	}
 
@@ -225,7 +232,7 @@ func TestAdmitReplay(t *testing.T) {
 	h.clk.Advance(2 * time.Minute)
 	newer := weatherManifest("1.5.0")
 	h.dir.Add(newer, true)
-	if got := h.admit(again); got != first {
+	if got := h.admit(again); got != replay {
 		t.Fatalf("late replay %+v", got)
 	}
 
@@ -280,13 +287,24 @@ func TestAdmitConcurrentIdenticalRunsOnce(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	// Exactly one admission committed the task; every other one is its
+	// replay.
+	fresh := 0
 	for i := range res {
 		if errs[i] != nil {
 			t.Fatalf("admit %d: %v", i, errs[i])
 		}
-		if res[i] != res[0] {
+		if !res[i].Replay {
+			fresh++
+		}
+		a, b := res[i], res[0]
+		a.Replay, b.Replay = false, false
+		if a != b {
 			t.Fatalf("admit %d returned %+v, admit 0 %+v", i, res[i], res[0])
 		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d of %d concurrent identical admissions were not replays, want 1", fresh, n)
 	}
 	close(gate)
 	h.terminal(res[0].TaskID)

@@ -13,11 +13,7 @@ import (
 
 func open(t *testing.T, dsn string) (*Store, *pgstore.DB) {
 	t.Helper()
-	db, err := pgstore.Open(context.Background(), dsn, Migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := pgharness.Open(t, dsn, Migrations)
 	return New(db), db
 }
 

@@ -1,13 +1,11 @@
 package bindingpg
 
 import (
-	"context"
 	"testing"
 
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdbtest"
 	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/pgstore"
 )
 
 func TestConformance(t *testing.T) {
@@ -16,12 +14,7 @@ func TestConformance(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		var out [2]bindingdb.Driver
 		for i := range out {
-			db, err := pgstore.Open(context.Background(), dsn, Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			out[i] = New(db)
+			out[i] = New(pgharness.Open(t, dsn, Migrations))
 		}
 		return out[0], out[1]
 	})

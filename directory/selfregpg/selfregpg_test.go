@@ -9,21 +9,13 @@ import (
 	"github.com/agentgw/agentgw/directory/selfregdbtest"
 	"github.com/agentgw/agentgw/directory/selfregpg"
 	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/pgstore"
 )
 
 func TestConformance(t *testing.T) {
 	srv := pgharness.Start(t)
 	selfregdbtest.Run(t, func(t *testing.T) (selfregdb.Driver, func() selfregdb.Driver) {
 		dsn := srv.NewDatabase(t)
-		open := func() selfregdb.Driver {
-			db, err := pgstore.Open(context.Background(), dsn, selfregpg.Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return selfregpg.New(db)
-		}
+		open := func() selfregdb.Driver { return selfregpg.New(pgharness.Open(t, dsn, selfregpg.Migrations)) }
 		return open(), open
 	})
 }
@@ -31,12 +23,7 @@ func TestConformance(t *testing.T) {
 // A ban moves the change generation, which running gateways poll, as
 // selfregsqlite's does.
 func TestBanBumpsGeneration(t *testing.T) {
-	srv := pgharness.Start(t)
-	db, err := pgstore.Open(context.Background(), srv.NewDatabase(t), selfregpg.Migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := pgharness.Start(t).Open(t, selfregpg.Migrations)
 	ctx := context.Background()
 	before, err := db.Generation(ctx)
 	if err != nil {

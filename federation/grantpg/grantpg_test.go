@@ -7,7 +7,6 @@ import (
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantstoretest"
 	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/pgstore"
 )
 
 func TestConformance(t *testing.T) {
@@ -16,24 +15,14 @@ func TestConformance(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		var out [2]federation.GrantStore
 		for i := range out {
-			db, err := pgstore.Open(context.Background(), dsn, Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			out[i] = New(db)
+			out[i] = New(pgharness.Open(t, dsn, Migrations))
 		}
 		return out[0], out[1]
 	})
 }
 
 func TestSchemaRefusesBadScope(t *testing.T) {
-	srv := pgharness.Start(t)
-	db, err := pgstore.Open(context.Background(), srv.NewDatabase(t), Migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := pgharness.Start(t).Open(t, Migrations)
 	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO trust_grants VALUES ('a.test', '', 4, now())`); err == nil {
 		t.Fatal("scope 4 stored")
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	PostgresDSN string
 	// Instance is [cluster] instance; "" leaves the default.
 	Instance string
+	// BeforeRun, when set, sees each gateway after it is built and before
+	// it runs (to add a router handler, say).
+	BeforeRun func(*gateway.Gateway)
 }
 
 // Env is a running environment.
@@ -214,6 +217,9 @@ func (e *Env) StartGateway() {
 	if err != nil {
 		cancel()
 		t.Fatalf("gateway: %v", err)
+	}
+	if e.opts.BeforeRun != nil {
+		e.opts.BeforeRun(gw)
 	}
 	e.Gateway = gw
 	e.cancel = cancel

@@ -4,16 +4,24 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/endpointhost"
+	"github.com/agentgw/agentgw/gateway"
+	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -23,26 +31,23 @@ type scriptedHost struct{ *taskstest.Executor }
 
 func (scriptedHost) Start(ctx context.Context) error { <-ctx.Done(); return nil }
 
-// TestHostKeepsRegistrationCurrent runs endpointhost in-process with a
-// scripted backend: each manifest the backend publishes (its tools
-// changed) becomes the active version at the gateway while older versions
-// stay registered, and a Go caller (agentclient) invokes the hosted
-// endpoint at its full JID.
-func TestHostKeepsRegistrationCurrent(t *testing.T) {
-	e := selfRegEnv(t, Options{Users: []string{"alice", "bot"}})
-	bot := e.JID("bot")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// startInprocHost runs endpointhost in-process for user (resource "" is
+// the default) with a scripted backend until the test ends, waits until it
+// is connected, and returns the backend's publisher.
+func startInprocHost(t *testing.T, e *Env, user, resource string) backendkit.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	var pub backendkit.Publisher
 	h, err := endpointhost.New(ctx, endpointhost.Options{
-		JID: bot, Password: Password + "bot", Server: e.Server.C2SAddr, TLS: &tls.Config{InsecureSkipVerify: true},
-		Gateway: e.Domain, StorePath: filepath.Join(e.Dir, "inproc-host.db"),
+		JID: e.JID(user), Password: Password + user, Resource: resource, Server: e.Server.C2SAddr, TLS: &tls.Config{InsecureSkipVerify: true},
+		Gateway: e.Domain, StorePath: filepath.Join(e.Dir, "inproc-host-"+user+".db"),
 		NewBackend: func(p backendkit.Publisher, _ backendkit.Availability) (endpointhost.Backend, error) {
 			pub = p
 			return scriptedHost{DefaultExecutor()}, nil
 		},
 	})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -55,6 +60,20 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("host did not connect")
 	}
+	return pub
+}
+
+// TestHostKeepsRegistrationCurrent runs endpointhost in-process with a
+// scripted backend: each manifest the backend publishes (its tools
+// changed) becomes the active version at the gateway while older versions
+// stay registered, and a Go caller (agentclient) invokes the hosted
+// endpoint at its full JID.
+func TestHostKeepsRegistrationCurrent(t *testing.T) {
+	e := selfRegEnv(t, Options{Users: []string{"alice", "bot"}})
+	bot := e.JID("bot")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pub := startInprocHost(t, e, "bot", "")
 
 	v1 := strings.Replace(DefaultManifest("bot@x"), `"bot@x"`, `"`+bot+`"`, 1)
 	if _, _, err := pub.Publish(ctx, []byte(v1)); err != nil {
@@ -102,4 +121,112 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 		t.Fatalf("echo after the restart: %v %+v", err, out)
 	}
 	WaitFor(t, 10*time.Second, "the gateway sees the host online after the restart", func() bool { return e.Gateway.SelfReg.Online(bot) })
+}
+
+// TestSelfRegisteredListedAfterPresenceRace forces, through Prosody, the
+// interleaving behind issue 27's "registered, activated, answering, but
+// not listed": Prosody acknowledges the gateway's first subscribe with
+// unavailable from the account's bare JID, then, after the host's
+// approval, sends the host's presence from its full JID. Here the
+// gateway's handling of the bare JID's stanzas is held up (a hold
+// presence from a decoy account that the component queues on the same
+// inbound worker as the bot's bare JID) until the host's presence could
+// have been handled; then the hold is released. The endpoint must be
+// listed: its bare "unavailable" came first on the wire and must not
+// erase the resource seen after it.
+//
+// The decoy and resources are chosen for the component's sharding (FNV-1a
+// of the sender mod its 16 default workers): the decoy shares the bot's
+// bare JID's worker whether senders are keyed by full or by bare JID, and
+// the host's full JID would have another worker if keyed by full JID.
+func TestSelfRegisteredListedAfterPresenceRace(t *testing.T) {
+	needSlixmpp(t)
+	var (
+		decoy       atomic.Value // bare JID string of the decoy
+		holding     = make(chan struct{})
+		release     = make(chan struct{})
+		holdOnce    sync.Once
+		releaseOnce sync.Once
+	)
+	unhold := func() { releaseOnce.Do(func() { close(release) }) }
+	e := selfRegEnv(t, Options{Users: []string{"alice", "bot"}, BeforeRun: func(gw *gateway.Gateway) {
+		gw.Router.HandlePresence(func(_ context.Context, pr component.Presence) {
+			if d, _ := decoy.Load().(string); d == "" || pr.From.Bare().String() != d || pr.Type != "" {
+				return
+			}
+			first := false
+			holdOnce.Do(func() { first = true; close(holding) })
+			if first {
+				select {
+				case <-release:
+				case <-time.After(2 * time.Minute):
+				}
+			}
+		})
+	}})
+	t.Cleanup(unhold) // before the gateway stops, which waits for its workers
+
+	const workers = 16 // component.Config's default, which the gateway uses
+	shard := func(s string) uint32 { h := fnv.New32a(); h.Write([]byte(s)); return h.Sum32() % workers }
+	bot := e.JID("bot")
+	want := shard(bot)
+	pick := func(what string, ok func(string) bool, format string) string {
+		for i := 0; i < 10000; i++ {
+			if s := fmt.Sprintf(format, i); ok(s) {
+				return s
+			}
+		}
+		t.Fatalf("no %s found", what)
+		return ""
+	}
+	botRes := pick("host resource", func(r string) bool { return shard(bot+"/"+r) != want }, "agent%d")
+	decoyUser := pick("decoy account", func(u string) bool { return shard(e.JID(u)) == want }, "decoy%d")
+	decoyRes := pick("decoy resource", func(r string) bool { return shard(e.JID(decoyUser)+"/"+r) == want }, "r%d")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := e.Server.Register(ctx, decoyUser, Password+decoyUser); err != nil {
+		t.Fatal(err)
+	}
+	decoy.Store(e.JID(decoyUser))
+	dc, err := xmppclient.Dial(ctx, xmppclient.Options{
+		JID: e.JID(decoyUser) + "/" + decoyRes, Password: Password + decoyUser, Server: e.Server.C2SAddr,
+		TLS: &tls.Config{InsecureSkipVerify: true}, IQTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dc.Close() })
+	pub := startInprocHost(t, e, "bot", botRes)
+
+	// Hold the worker, then register and activate.
+	if err := dc.Send(ctx, xmltree.New(xmppclient.NS, "presence", "to", e.Domain)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hold presence never reached the gateway")
+	}
+	m := strings.Replace(DefaultManifest("bot@x"), `"bot@x"`, `"`+bot+`"`, 1)
+	if _, _, err := pub.Publish(ctx, []byte(m)); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 60*time.Second, "the host's manifest active at the gateway", func() bool {
+		_, ok := e.Gateway.Registry.Active(bot)
+		return ok
+	})
+	// The host's presence follows its approval within moments; with
+	// per-account ordering it waits behind the hold instead, so this
+	// wait may run out without failing anything.
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Gateway.SelfReg.Online(bot) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	unhold()
+
+	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", bot, "--wait", "30")
+	if !e.Gateway.SelfReg.Online(bot) {
+		t.Fatal("listed but not online")
+	}
 }

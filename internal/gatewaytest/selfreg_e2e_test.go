@@ -89,7 +89,7 @@ func TestHostSelfRegistersAndServes(t *testing.T) {
 	host := startHost(t, e, "host", "bot", "host: registered at the gateway")
 
 	// Listed beside the virtual endpoints, once the gateway saw it online.
-	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", bot, "--wait", "10")
+	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", bot, "--wait", "60")
 	runSlixmpp(t, e, "selfreg.py", "alice", "--mode", "listed", "--target", virtual)
 
 	// Invoked directly at its full JID: echo, progress, elicitation,

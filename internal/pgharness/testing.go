@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/agentgw/agentgw/internal/pgstore"
 )
 
 // InCI reports whether CI=true, where missing binaries fail the run.
@@ -54,4 +56,27 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		}
 	})
 	return dsn
+}
+
+// Open opens the database at dsn with pgstore, applying the migration sets
+// (pgstore's own first), and closes the handle on cleanup; it fails the
+// test when the database cannot be opened or migrated. Each call is its
+// own pool, as a separate gateway instance would have.
+func Open(t testing.TB, dsn string, sets ...pgstore.Migrations) *pgstore.DB {
+	t.Helper()
+	// The pool keeps no deadline: pgxpool may still use this context to
+	// fill its idle connections after Open returned.
+	db, err := pgstore.Open(context.Background(), dsn, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Open creates a fresh database on s (NewDatabase) and opens it with the
+// migration sets (Open).
+func (s *Server) Open(t testing.TB, sets ...pgstore.Migrations) *pgstore.DB {
+	t.Helper()
+	return Open(t, s.NewDatabase(t), sets...)
 }

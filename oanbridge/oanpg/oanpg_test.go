@@ -1,11 +1,9 @@
 package oanpg
 
 import (
-	"context"
 	"testing"
 
 	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oandbtest"
 )
@@ -16,12 +14,7 @@ func TestConformance(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		var out [2]oandb.Driver
 		for i := range out {
-			db, err := pgstore.Open(context.Background(), dsn, Migrations)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			out[i] = New(db)
+			out[i] = New(pgharness.Open(t, dsn, Migrations))
 		}
 		return out[0], out[1]
 	})

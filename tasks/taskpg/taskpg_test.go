@@ -22,11 +22,7 @@ var now = time.Date(2026, 7, 27, 19, 14, 1, 0, time.UTC)
 
 func open(t *testing.T, dsn string) (*pgstore.DB, *taskpg.Driver) {
 	t.Helper()
-	db, err := pgstore.Open(context.Background(), dsn, taskpg.Migrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := pgharness.Open(t, dsn, taskpg.Migrations)
 	return db, taskpg.New(db)
 }
 

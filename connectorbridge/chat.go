@@ -356,7 +356,7 @@ func (c *Client) chatPush(cs *chatSide) func(*transport.Session, *wire.Packet) {
 				c.log.Warn("IM push dropped: the gateway is busy; the connector redelivers unacknowledged messages", "dropped", n)
 			}
 			if p.Type == wire.TypeChatMessage {
-				s.Reply(chatAck(p, "", &wire.PacketError{Code: wire.CodeChatBusy, Message: "the gateway is busy; retry later"}))
+				s.Reply(chatAck(p, "", &wire.PacketError{Code: wire.CodeChatBusy, Message: "the gateway is busy; retry later", Retryable: true}))
 			}
 		}
 	}
@@ -447,7 +447,7 @@ func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *
 	}
 	refuse := func(code, msg string) {
 		cs.logRefusal("inbound chat message refused", "code", code)
-		a := chatAck(p, "", &wire.PacketError{Code: code, Message: msg})
+		a := chatAck(p, "", &wire.PacketError{Code: code, Message: msg, Retryable: wire.RetryLater(code)})
 		if peek.MessageID != "" {
 			a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: peek.MessageID, Status: "rejected"})
 		}

@@ -443,3 +443,35 @@ func TestChatMaximalEscapableText(t *testing.T) {
 		t.Fatalf("body of %d bytes, id %s", len(m.Body), m.ID)
 	}
 }
+
+// A refusal that says "retry later" carries error.retryable, so a
+// connector can tell it from a final one without knowing the codes.
+func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
+	e := newChatEnv(t)
+	e.startChat(true, func(o *Options) { o.ChatLimits.Burst, o.ChatLimits.PerMinute = 1, 1 })
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_r", MessageID: "r_0", Text: "first"})
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_r", MessageID: "r_1", Text: "too soon"})
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_big", MessageID: "big_0", Text: strings.Repeat("a", 64<<10+1)})
+	find := func(id, code string) (connectortest.InboundAck, bool) {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id && a.Code == code {
+				return a, true
+			}
+		}
+		return connectortest.InboundAck{}, false
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		_, a := find("r_1", "chat_rate_limited")
+		_, b := find("big_0", "chat_message_rejected")
+		return a && b
+	}, "the rate-limited and the rejected acks")
+	if a, _ := find("r_1", "chat_rate_limited"); !a.Retryable {
+		t.Errorf("chat_rate_limited ack without the retryable marker: %+v", a)
+	}
+	if a, _ := find("big_0", "chat_message_rejected"); a.Retryable {
+		t.Errorf("a final refusal is marked retryable: %+v", a)
+	}
+	if a, ok := find("r_0", ""); !ok || a.Retryable {
+		t.Errorf("the accepted message's ack: %+v %v", a, ok)
+	}
+}

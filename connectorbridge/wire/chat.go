@@ -24,7 +24,21 @@ const (
 	CodeChatBusy        = "chat_backlog_full"
 	CodeChatExpired     = "chat_message_expired"
 	CodeChatUnavailable = "chat_unavailable"
+	// CodeChatUndeliverable is the final failure of a message the gateway
+	// had accepted: the inbox did not take it before it expired or the
+	// bounce bound was reached (docs/messaging.md).
+	CodeChatUndeliverable = "chat_message_undeliverable"
 )
+
+// RetryLater reports whether a chat refusal code means "send the same
+// message again later" (error.retryable), as opposed to a final refusal.
+func RetryLater(code string) bool {
+	switch code {
+	case CodeChatRateLimited, CodeChatBusy, CodeChatUnavailable, "connector_channel_not_owned":
+		return true
+	}
+	return false
+}
 
 // Limits on one chat message. They bound what the gateway stores and
 // relays; a message beyond them is refused with a clear ack error.

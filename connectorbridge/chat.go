@@ -50,7 +50,22 @@ type ChatLimits struct {
 	TTL          time.Duration // expiry of a message that names none; default 24h
 	Retention    time.Duration // how long delivered ids are remembered for de-duplication; default 7 days
 	Retry        time.Duration // wait before retrying a failed delivery; default 2s
+	// BounceWindow is how long an inbound message handed to XMPP may
+	// still come back from the inbox (a bounce) before it counts as
+	// delivered; default 5s. Until then it stays queued.
+	BounceWindow time.Duration
+	// MaxBounces bounds how often one inbound message may bounce before
+	// it fails for good (the connector is told); default 50.
+	MaxBounces int
 }
+
+// After a bounce, inbound messages are held until the inbox is back (its
+// presence or its next message) or, at the latest, for a probe delay that
+// doubles from holdMin to holdMax with each bounce in a row.
+const (
+	holdMin = time.Minute
+	holdMax = 30 * time.Minute
+)
 
 func (l *ChatLimits) defaults() {
 	if l.MaxFileBytes <= 0 {
@@ -77,12 +92,19 @@ func (l *ChatLimits) defaults() {
 	if l.Retry <= 0 {
 		l.Retry = 2 * time.Second
 	}
+	if l.BounceWindow <= 0 {
+		l.BounceWindow = 5 * time.Second
+	}
+	if l.MaxBounces <= 0 {
+		l.MaxBounces = 50
+	}
 }
 
 var (
 	_ backendkit.Conversant   = (*Backend)(nil)
 	_ backendkit.ChatAttacher = (*Backend)(nil)
 	_ backendkit.ChatConsent  = (*Backend)(nil)
+	_ backendkit.ChatWatcher  = (*Backend)(nil)
 )
 
 // ChatRecipients implements backendkit.ChatConsent: the configured inbox
@@ -108,6 +130,17 @@ type chatSide struct {
 	buckets  map[string]*bucket
 	lastConv map[string]string // channel → last conversation that wrote
 
+	// Inbound delivery state (under mu): messages handed to XMPP and
+	// still inside the bounce window, messages the inbox bounced, and the
+	// hold on inbound delivery while the inbox is away.
+	sentAt  map[string]time.Time
+	bounced map[string]bool
+	holdTil time.Time
+	holdN   int
+
+	linkWait atomic.Bool // the XMPP stream is down: poll for it
+	settling atomic.Bool // sent messages are inside the bounce window
+
 	dropped atomic.Int64 // pushes dropped because the accept queue was full
 	refused atomic.Int64
 	lastLog atomic.Int64 // Unix ms of the last refusal line after the first few
@@ -128,7 +161,49 @@ func newChatSide(b *Backend) *chatSide {
 	lim.defaults()
 	return &chatSide{b: b, lim: lim, inbox: strings.ToLower(b.o.Inbox), db: b.o.Chats,
 		in: make(chan chatPush, 256), wake: make(chan struct{}, 1),
-		buckets: map[string]*bucket{}, lastConv: map[string]string{}}
+		buckets: map[string]*bucket{}, lastConv: map[string]string{},
+		sentAt: map[string]time.Time{}, bounced: map[string]bool{}}
+}
+
+// ChatBounced implements backendkit.ChatWatcher: an inbound IM message
+// came back from the inbox (offline without offline storage, blocked).
+// It is queued again, and inbound delivery holds until the inbox is back.
+func (b *Backend) ChatBounced(bo backendkit.Bounce) {
+	cs := b.chat
+	if cs == nil || !strings.EqualFold(bo.Endpoint, b.o.Endpoint) || bo.Peer != cs.inbox || !strings.HasPrefix(bo.ID, "im_") {
+		return
+	}
+	now := b.c.clock.Now()
+	cs.mu.Lock()
+	if len(cs.bounced) < 4096 {
+		cs.bounced[strings.TrimPrefix(bo.ID, "im_")] = true
+	}
+	d := holdMin << min(cs.holdN, 5)
+	if d > holdMax {
+		d = holdMax
+	}
+	cs.holdN++
+	cs.holdTil = now.Add(d)
+	cs.mu.Unlock()
+	b.log.Info("the inbox bounced an IM message; it stays queued until the inbox is back", "condition", bo.Condition, "probe_in", d)
+	cs.kick()
+}
+
+// ChatPeerBack implements backendkit.ChatWatcher: the inbox is back, so
+// held inbound messages go out now.
+func (b *Backend) ChatPeerBack(endpoint, peer string) {
+	cs := b.chat
+	if cs == nil || !strings.EqualFold(endpoint, b.o.Endpoint) || peer != cs.inbox {
+		return
+	}
+	cs.mu.Lock()
+	held := !cs.holdTil.IsZero()
+	cs.holdTil, cs.holdN = time.Time{}, 0
+	cs.mu.Unlock()
+	if held {
+		b.log.Info("the inbox is back; sending the IM messages held for it")
+		cs.kick()
+	}
 }
 
 // AttachChat implements backendkit.ChatAttacher.
@@ -398,9 +473,17 @@ func (cs *chatSide) run(ctx context.Context) {
 		}
 		in := cs.deliverInbound(ctx)
 		out := cs.deliverOutbound(ctx)
-		if in || out {
+		switch {
+		case in || out:
 			retry.Reset(bo.Next())
-		} else {
+		case cs.linkWait.Load():
+			// Waiting for the XMPP stream (the gateway is starting or
+			// reconnecting): look again soon, without backing off.
+			retry.Reset(500 * time.Millisecond)
+		case cs.settling.Load():
+			bo.Reset()
+			retry.Reset(cs.lim.BounceWindow)
+		default:
 			bo.Reset()
 		}
 	}
@@ -553,29 +636,97 @@ func (cs *chatSide) activity(ctx context.Context, p *wire.Packet) {
 
 // deliverInbound sends pending inbound messages to the inbox, oldest
 // first. It reports true when something is left to retry.
+//
+// Nothing goes out before the XMPP stream is up: a file needs an XEP-0363
+// slot from the server, and a send would only be queued. A message handed
+// to XMPP stays pending for the bounce window; if the inbox bounces it, it
+// is sent again once the inbox is back, and only a message that did not
+// come back within the window is finished as delivered.
 func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	h := cs.chat.Load()
 	if h == nil {
 		return false
 	}
+	if l, ok := h.c.(backendkit.ChatLink); ok && !l.Connected() {
+		cs.linkWait.Store(true)
+		return false
+	}
+	cs.linkWait.Store(false)
 	b := cs.b
-	items, err := cs.db.Pending(ctx, b.o.Endpoint, chatdb.Inbound, 50)
+	items, err := cs.db.Pending(ctx, b.o.Endpoint, chatdb.Inbound, 200)
 	if err != nil {
 		b.log.Warn("reading the inbound chat queue failed", "error", err)
 		return true
 	}
+	more, settling := false, false
+	seen := make(map[string]bool, len(items))
+	defer func() {
+		cs.settling.Store(settling)
+		// A bounce of a message that is no longer queued or in flight
+		// came after its window: it counted as delivered already.
+		cs.mu.Lock()
+		for id := range cs.bounced {
+			if _, inFlight := cs.sentAt[id]; !inFlight && !seen[id] {
+				delete(cs.bounced, id)
+				b.log.Warn("the inbox bounced an IM message after its bounce window; it was counted as delivered", "message_id", id)
+			}
+		}
+		cs.mu.Unlock()
+	}()
 	for _, it := range items {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !b.c.clock.Now().Before(it.ExpiresAt) {
-			cs.finish(ctx, it, chatdb.Expired)
-			b.log.Info("inbound chat message expired before delivery", "message_id", it.MessageID)
+		now := b.c.clock.Now()
+		seen[it.MessageID] = true
+		cs.mu.Lock()
+		at, inFlight := cs.sentAt[it.MessageID]
+		back := cs.bounced[it.MessageID]
+		if back {
+			delete(cs.bounced, it.MessageID)
+			delete(cs.sentAt, it.MessageID)
+			inFlight = false
+		}
+		held := now.Before(cs.holdTil)
+		cs.mu.Unlock()
+		if back {
+			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
+			it.Attempts++
+			if it.Attempts >= cs.lim.MaxBounces {
+				cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message %d times", it.Attempts))
+				continue
+			}
+		}
+		if !now.Before(it.ExpiresAt) {
+			cs.mu.Lock()
+			delete(cs.sentAt, it.MessageID)
+			cs.mu.Unlock()
+			if inFlight {
+				// Sent and not bounced: it reached the inbox's server.
+				cs.finish(ctx, it, chatdb.Delivered)
+				continue
+			}
+			cs.giveUp(ctx, it, chatdb.Expired, "the inbox did not take the message before it expired")
+			continue
+		}
+		if inFlight {
+			if now.Sub(at) >= cs.lim.BounceWindow {
+				cs.finish(ctx, it, chatdb.Delivered)
+				cs.mu.Lock()
+				delete(cs.sentAt, it.MessageID)
+				cs.mu.Unlock()
+			} else {
+				settling = true
+			}
+			continue
+		}
+		if held {
+			more = true // probed again when the hold ends, at once when the inbox is back
 			continue
 		}
 		var m wire.ChatMessage
 		if json.Unmarshal(it.Payload, &m) != nil {
-			cs.finish(ctx, it, chatdb.Failed)
+			cs.giveUp(ctx, it, chatdb.Failed, "the stored message is unreadable")
 			continue
 		}
 		msg := backendkit.Message{Endpoint: b.o.Endpoint, Resource: it.ChannelID, To: cs.inbox,
@@ -608,10 +759,13 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		err := cs.send(ctx, h.c, &msg)
 		switch {
 		case err == nil:
-			cs.finish(ctx, it, chatdb.Delivered)
+			cs.mu.Lock()
+			cs.sentAt[it.MessageID] = b.c.clock.Now()
+			cs.mu.Unlock()
+			settling = true
 		case errors.Is(err, errPermanent):
-			b.log.Warn("an inbound chat message cannot be delivered to the inbox; dropped", "message_id", it.MessageID, "error", err)
-			cs.finish(ctx, it, chatdb.Failed)
+			b.log.Warn("an inbound chat message cannot be delivered to the inbox", "message_id", it.MessageID, "error", err)
+			cs.giveUp(ctx, it, chatdb.Failed, "the XMPP side refuses the message")
 		default:
 			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
 			if it.Attempts < 3 || it.Attempts%50 == 0 {
@@ -620,7 +774,26 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 			return true
 		}
 	}
-	return false
+	return more
+}
+
+// giveUp ends an inbound message that was acknowledged to the connector
+// as accepted but will not reach the inbox, and tells the connector with
+// a final (not retryable) chat.message.ack error naming the message, so
+// the IM side does not take it as delivered. When the data plane is down
+// at that moment the notice is lost (logged); the message is not retried.
+func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State, reason string) {
+	b := cs.b
+	cs.finish(ctx, it, st)
+	s, chID, _, _ := b.c.live()
+	if chID == "" {
+		chID = it.ChannelID
+	}
+	a := &wire.Packet{Type: wire.TypeChatMessageAck, ConnectorChannelID: chID,
+		Error: &wire.PacketError{Code: wire.CodeChatUndeliverable, Message: reason}}
+	a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: it.MessageID, Status: "failed"})
+	told := s != nil && s.Push(a) == nil
+	b.log.Warn("an inbound chat message was not delivered to the inbox", "message_id", it.MessageID, "state", string(st), "reason", reason, "connector_told", told)
 }
 
 var errPermanent = errors.New("permanent")

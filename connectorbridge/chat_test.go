@@ -475,3 +475,69 @@ func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
 		t.Errorf("the accepted message's ack: %+v %v", a, ok)
 	}
 }
+
+// An inbound message the inbox bounces stays queued, is held until the
+// inbox is back and then sent again; one that keeps bouncing fails for
+// good after MaxBounces, and the connector is told with a final ack.
+func TestChatBouncedInboundStaysQueued(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, func(o *Options) { o.ChatLimits.BounceWindow, o.ChatLimits.MaxBounces = 3*time.Second, 3 })
+	ctx := context.Background()
+	backlog := func() int {
+		n, err := e.chats.Backlog(ctx, e.endpoint, "in", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	bounce := func(id string) {
+		b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Resource: "x", Peer: inbox, ID: "im_" + id, Condition: "service-unavailable"})
+	}
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "are you there?"})
+	e.waitSent(1)
+	bounce(id)
+	time.Sleep(time.Second)
+	if n := len(e.chat.messages()); n != 1 || backlog() != 1 {
+		t.Fatalf("after the bounce: %d sent, backlog %d; want 1 sent, 1 queued", n, backlog())
+	}
+	b.ChatPeerBack(e.endpoint, inbox)
+	msgs := e.waitSent(2)
+	if msgs[1].ID != "im_"+id {
+		t.Fatalf("resent %+v", msgs[1])
+	}
+	waitUntil(t, 15*time.Second, func() bool { return backlog() == 0 }, "the resent message counted delivered after the bounce window")
+	for _, a := range e.srv.InboundAcks() {
+		if a.MessageID == id && a.Code != "" {
+			t.Fatalf("the connector got a failure for a delivered message: %+v", a)
+		}
+	}
+
+	// One that keeps bouncing.
+	id2 := e.srv.InjectMessage(connectortest.IMMessage{Text: "hello?"})
+	for i := 0; i < 3; i++ {
+		e.waitSent(3 + i)
+		bounce(id2)
+		if i < 2 {
+			time.Sleep(200 * time.Millisecond)
+			b.ChatPeerBack(e.endpoint, inbox)
+		}
+	}
+	var fail connectortest.InboundAck
+	waitUntil(t, 15*time.Second, func() bool {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id2 && a.Code != "" {
+				fail = a
+				return true
+			}
+		}
+		return false
+	}, "the final failure ack")
+	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" || backlog() != 0 {
+		t.Fatalf("final ack %+v, backlog %d", fail, backlog())
+	}
+	b.ChatPeerBack(e.endpoint, inbox)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(e.chat.messages()); n != 5 {
+		t.Fatalf("%d messages sent, want 5 (no send after the failure)", n)
+	}
+}

@@ -50,10 +50,6 @@ type ChatLimits struct {
 	TTL          time.Duration // expiry of a message that names none; default 24h
 	Retention    time.Duration // how long delivered ids are remembered for de-duplication; default 7 days
 	Retry        time.Duration // wait before retrying a failed delivery; default 2s
-	// BounceWindow is how long an inbound message handed to XMPP may
-	// still come back from the inbox (a bounce) before it counts as
-	// delivered; default 5s. Until then it stays queued.
-	BounceWindow time.Duration
 	// MaxBounces bounds how often one inbound message may bounce before
 	// it fails for good (the connector is told); default 50.
 	MaxBounces int
@@ -92,9 +88,6 @@ func (l *ChatLimits) defaults() {
 	if l.Retry <= 0 {
 		l.Retry = 2 * time.Second
 	}
-	if l.BounceWindow <= 0 {
-		l.BounceWindow = 5 * time.Second
-	}
 	if l.MaxBounces <= 0 {
 		l.MaxBounces = 50
 	}
@@ -130,16 +123,15 @@ type chatSide struct {
 	buckets  map[string]*bucket
 	lastConv map[string]string // channel → last conversation that wrote
 
-	// Inbound delivery state (under mu): messages handed to XMPP and
-	// still inside the bounce window, messages the inbox bounced, and the
-	// hold on inbound delivery while the inbox is away.
-	sentAt  map[string]time.Time
-	bounced map[string]bool
-	holdTil time.Time
-	holdN   int
+	// Inbound delivery state (under mu): messages the inbox bounced, not
+	// yet re-queued, and the hold on inbound delivery while the inbox is
+	// away.
+	bounced  map[string]bool
+	requeued map[string]bool // bounced and queued again: MaxBounces applies
+	holdTil  time.Time
+	holdN    int
 
 	linkWait atomic.Bool // the XMPP stream is down: poll for it
-	settling atomic.Bool // sent messages are inside the bounce window
 
 	dropped atomic.Int64 // pushes dropped because the accept queue was full
 	refused atomic.Int64
@@ -162,7 +154,7 @@ func newChatSide(b *Backend) *chatSide {
 	return &chatSide{b: b, lim: lim, inbox: strings.ToLower(b.o.Inbox), db: b.o.Chats,
 		in: make(chan chatPush, 256), wake: make(chan struct{}, 1),
 		buckets: map[string]*bucket{}, lastConv: map[string]string{},
-		sentAt: map[string]time.Time{}, bounced: map[string]bool{}}
+		bounced: map[string]bool{}, requeued: map[string]bool{}}
 }
 
 // ChatBounced implements backendkit.ChatWatcher: an inbound IM message
@@ -480,9 +472,6 @@ func (cs *chatSide) run(ctx context.Context) {
 			// Waiting for the XMPP stream (the gateway is starting or
 			// reconnecting): look again soon, without backing off.
 			retry.Reset(500 * time.Millisecond)
-		case cs.settling.Load():
-			bo.Reset()
-			retry.Reset(cs.lim.BounceWindow)
 		default:
 			bo.Reset()
 		}
@@ -638,10 +627,9 @@ func (cs *chatSide) activity(ctx context.Context, p *wire.Packet) {
 // first. It reports true when something is left to retry.
 //
 // Nothing goes out before the XMPP stream is up: a file needs an XEP-0363
-// slot from the server, and a send would only be queued. A message handed
-// to XMPP stays pending for the bounce window; if the inbox bounces it, it
-// is sent again once the inbox is back, and only a message that did not
-// come back within the window is finished as delivered.
+// slot from the server, and a send would only be queued. A message the
+// inbox bounces after it was handed on is queued again (in its place) and
+// inbound delivery holds until the inbox is back.
 func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	h := cs.chat.Load()
 	if h == nil {
@@ -653,71 +641,28 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	}
 	cs.linkWait.Store(false)
 	b := cs.b
-	items, err := cs.db.Pending(ctx, b.o.Endpoint, chatdb.Inbound, 200)
+	cs.requeueBounced(ctx)
+	items, err := cs.db.Pending(ctx, b.o.Endpoint, chatdb.Inbound, 50)
 	if err != nil {
 		b.log.Warn("reading the inbound chat queue failed", "error", err)
 		return true
 	}
-	more, settling := false, false
-	seen := make(map[string]bool, len(items))
-	defer func() {
-		cs.settling.Store(settling)
-		// A bounce of a message that is no longer queued or in flight
-		// came after its window: it counted as delivered already.
-		cs.mu.Lock()
-		for id := range cs.bounced {
-			if _, inFlight := cs.sentAt[id]; !inFlight && !seen[id] {
-				delete(cs.bounced, id)
-				b.log.Warn("the inbox bounced an IM message after its bounce window; it was counted as delivered", "message_id", id)
-			}
-		}
-		cs.mu.Unlock()
-	}()
+	more := false
 	for _, it := range items {
 		if ctx.Err() != nil {
 			return false
 		}
 		now := b.c.clock.Now()
-		seen[it.MessageID] = true
-		cs.mu.Lock()
-		at, inFlight := cs.sentAt[it.MessageID]
-		back := cs.bounced[it.MessageID]
-		if back {
-			delete(cs.bounced, it.MessageID)
-			delete(cs.sentAt, it.MessageID)
-			inFlight = false
-		}
-		held := now.Before(cs.holdTil)
-		cs.mu.Unlock()
-		if back {
-			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
-			it.Attempts++
-			if it.Attempts >= cs.lim.MaxBounces {
-				cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message %d times", it.Attempts))
-				continue
-			}
-		}
 		if !now.Before(it.ExpiresAt) {
-			cs.mu.Lock()
-			delete(cs.sentAt, it.MessageID)
-			cs.mu.Unlock()
-			if inFlight {
-				// Sent and not bounced: it reached the inbox's server.
-				cs.finish(ctx, it, chatdb.Delivered)
-				continue
-			}
 			cs.giveUp(ctx, it, chatdb.Expired, "the inbox did not take the message before it expired")
 			continue
 		}
-		if inFlight {
-			if now.Sub(at) >= cs.lim.BounceWindow {
-				cs.finish(ctx, it, chatdb.Delivered)
-				cs.mu.Lock()
-				delete(cs.sentAt, it.MessageID)
-				cs.mu.Unlock()
-			} else {
-				settling = true
-			}
+		cs.mu.Lock()
+		held := now.Before(cs.holdTil)
+		bounced := cs.requeued[it.MessageID]
+		cs.mu.Unlock()
+		if bounced && it.Attempts >= cs.lim.MaxBounces {
+			cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message; %d attempts", it.Attempts))
 			continue
 		}
 		if held {
@@ -759,10 +704,10 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		err := cs.send(ctx, h.c, &msg)
 		switch {
 		case err == nil:
+			cs.finish(ctx, it, chatdb.Delivered)
 			cs.mu.Lock()
-			cs.sentAt[it.MessageID] = b.c.clock.Now()
+			delete(cs.requeued, it.MessageID)
 			cs.mu.Unlock()
-			settling = true
 		case errors.Is(err, errPermanent):
 			b.log.Warn("an inbound chat message cannot be delivered to the inbox", "message_id", it.MessageID, "error", err)
 			cs.giveUp(ctx, it, chatdb.Failed, "the XMPP side refuses the message")
@@ -777,6 +722,39 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	return more
 }
 
+// requeueBounced puts the messages the inbox bounced back in the queue,
+// each in its place, and counts the attempt.
+func (cs *chatSide) requeueBounced(ctx context.Context) {
+	cs.mu.Lock()
+	ids := make([]string, 0, len(cs.bounced))
+	for id := range cs.bounced {
+		ids = append(ids, id)
+	}
+	clear(cs.bounced)
+	cs.mu.Unlock()
+	b := cs.b
+	for _, id := range ids {
+		err := cs.db.Reopen(ctx, b.o.Endpoint, chatdb.Inbound, id)
+		switch {
+		case err == nil:
+			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, id)
+			cs.mu.Lock()
+			if len(cs.requeued) < 4096 {
+				cs.requeued[id] = true
+			}
+			cs.mu.Unlock()
+			b.log.Info("an IM message the inbox bounced is queued again", "message_id", id)
+		case errors.Is(err, chatdb.ErrNotPending):
+			// Still pending (a retry already), expired or failed: nothing to do.
+		default:
+			b.log.Warn("re-queueing a bounced IM message failed; will retry", "message_id", id, "error", err)
+			cs.mu.Lock()
+			cs.bounced[id] = true
+			cs.mu.Unlock()
+		}
+	}
+}
+
 // giveUp ends an inbound message that was acknowledged to the connector
 // as accepted but will not reach the inbox, and tells the connector with
 // a final (not retryable) chat.message.ack error naming the message, so
@@ -785,6 +763,9 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State, reason string) {
 	b := cs.b
 	cs.finish(ctx, it, st)
+	cs.mu.Lock()
+	delete(cs.requeued, it.MessageID)
+	cs.mu.Unlock()
 	s, chID, _, _ := b.c.live()
 	if chID == "" {
 		chID = it.ChannelID

@@ -654,7 +654,9 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		}
 		now := b.c.clock.Now()
 		if !now.Before(it.ExpiresAt) {
-			cs.giveUp(ctx, it, chatdb.Expired, "the inbox did not take the message before it expired")
+			if !cs.giveUp(ctx, it, chatdb.Expired, "the inbox did not take the message before it expired", true) {
+				more = true
+			}
 			continue
 		}
 		cs.mu.Lock()
@@ -662,7 +664,9 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		bounced := cs.requeued[it.MessageID]
 		cs.mu.Unlock()
 		if bounced && it.Attempts >= cs.lim.MaxBounces {
-			cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message; %d attempts", it.Attempts))
+			if !cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message; %d attempts", it.Attempts), true) {
+				more = true
+			}
 			continue
 		}
 		if held {
@@ -671,7 +675,7 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		}
 		var m wire.ChatMessage
 		if json.Unmarshal(it.Payload, &m) != nil {
-			cs.giveUp(ctx, it, chatdb.Failed, "the stored message is unreadable")
+			cs.giveUp(ctx, it, chatdb.Failed, "the stored message is unreadable", false)
 			continue
 		}
 		msg := backendkit.Message{Endpoint: b.o.Endpoint, Resource: it.ChannelID, To: cs.inbox,
@@ -710,7 +714,7 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 			cs.mu.Unlock()
 		case errors.Is(err, errPermanent):
 			b.log.Warn("an inbound chat message cannot be delivered to the inbox", "message_id", it.MessageID, "error", err)
-			cs.giveUp(ctx, it, chatdb.Failed, "the XMPP side refuses the message")
+			cs.giveUp(ctx, it, chatdb.Failed, "the XMPP side refuses the message", false)
 		default:
 			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
 			if it.Attempts < 3 || it.Attempts%50 == 0 {
@@ -758,14 +762,15 @@ func (cs *chatSide) requeueBounced(ctx context.Context) {
 // giveUp ends an inbound message that was acknowledged to the connector
 // as accepted but will not reach the inbox, and tells the connector with
 // a final (not retryable) chat.message.ack error naming the message, so
-// the IM side does not take it as delivered. When the data plane is down
-// at that moment the notice is lost (logged); the message is not retried.
-func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State, reason string) {
+// the IM side does not take it as delivered. With wait set (a message
+// that expired or reached its bounce bound: re-evaluating it is
+// harmless), the row stays pending while the data plane is down, until
+// the connector could be told or one more TTL has passed since the
+// expiry; giveUp reports whether it finished the row. Otherwise the row
+// is finished at once and a notice the data plane cannot carry is lost
+// (logged).
+func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State, reason string, wait bool) bool {
 	b := cs.b
-	cs.finish(ctx, it, st)
-	cs.mu.Lock()
-	delete(cs.requeued, it.MessageID)
-	cs.mu.Unlock()
 	s, chID, _, _ := b.c.live()
 	if chID == "" {
 		chID = it.ChannelID
@@ -773,8 +778,16 @@ func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State,
 	a := &wire.Packet{Type: wire.TypeChatMessageAck, ConnectorChannelID: chID,
 		Error: &wire.PacketError{Code: wire.CodeChatUndeliverable, Message: reason}}
 	a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: it.MessageID, Status: "failed"})
-	told := s != nil && s.Push(a) == nil
+	told := s != nil && s.Alive() && s.Push(a) == nil
+	if !told && wait && b.c.clock.Now().Before(it.ExpiresAt.Add(cs.lim.TTL)) {
+		return false // told when the data plane is back
+	}
+	cs.finish(ctx, it, st)
+	cs.mu.Lock()
+	delete(cs.requeued, it.MessageID)
+	cs.mu.Unlock()
 	b.log.Warn("an inbound chat message was not delivered to the inbox", "message_id", it.MessageID, "state", string(st), "reason", reason, "connector_told", told)
+	return true
 }
 
 var errPermanent = errors.New("permanent")

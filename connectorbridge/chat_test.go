@@ -542,3 +542,39 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 		t.Fatalf("%d messages sent, want 5 (no send after the failure)", n)
 	}
 }
+
+// A held message that expires while the data plane is down is not
+// finished silently: it waits for the data plane, and the connector gets
+// the final chat_message_undeliverable ack once it is back.
+func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "soon gone", ExpiresAt: time.Now().Add(3 * time.Second)})
+	e.waitSent(1)
+	b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Peer: inbox, ID: "im_" + id, Condition: "service-unavailable"})
+	restarted := make(chan error, 1)
+	go func() { restarted <- e.srv.Restart(6 * time.Second) }()
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	var fail connectortest.InboundAck
+	waitUntil(t, 30*time.Second, func() bool {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id && a.Code != "" {
+				fail = a
+				return true
+			}
+		}
+		return false
+	}, "the final failure ack after the data plane is back")
+	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" {
+		t.Fatalf("final ack %+v", fail)
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		n, _ := e.chats.Backlog(context.Background(), e.endpoint, "in", "")
+		return n == 0
+	}, "the expired message finished")
+	if n := len(e.chat.messages()); n != 1 {
+		t.Fatalf("the expired message was sent %d times", n)
+	}
+}

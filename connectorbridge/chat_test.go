@@ -549,11 +549,11 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
-	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "soon gone", ExpiresAt: time.Now().Add(3 * time.Second)})
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "soon gone", ExpiresAt: time.Now().Add(5 * time.Second)})
 	e.waitSent(1)
 	b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Peer: inbox, ID: "im_" + id, Condition: "service-unavailable"})
 	restarted := make(chan error, 1)
-	go func() { restarted <- e.srv.Restart(6 * time.Second) }()
+	go func() { restarted <- e.srv.Restart(8 * time.Second) }()
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,35 @@ type Chat interface {
 	Activity(ctx context.Context, a Activity) error
 }
 
+// ChatLink is an optional interface of a Chat. Connected reports whether
+// the XMPP stream is up right now: a Send before that is only queued, and
+// what needs an answer from the XMPP server (an XEP-0363 upload slot)
+// fails. A backend holds such work until Connected is true.
+type ChatLink interface {
+	Connected() bool
+}
+
+// Bounce is an error the recipient's side returned for a message the
+// endpoint sent (Message.ID): offline without offline storage
+// (service-unavailable), blocked, or refused.
+type Bounce struct {
+	Endpoint  string // bare JID of the sending endpoint
+	Resource  string // the sending resource, if any
+	Peer      string // bare JID of the recipient
+	ID        string // the Message.ID that came back
+	Condition string // the stanza error condition
+	Blocked   bool   // XEP-0191 <blocked/>: retrying is pointless until the peer writes
+}
+
+// ChatWatcher is an optional interface of a ChatAttacher: the messaging
+// service tells it that one of its messages bounced and that a peer is
+// back (its presence reached the endpoint, or it wrote). Both are called
+// on the XMPP read path and must not block.
+type ChatWatcher interface {
+	ChatBounced(b Bounce)
+	ChatPeerBack(endpoint, peer string)
+}
+
 // ChatState is an XEP-0085 chat state.
 type ChatState string
 

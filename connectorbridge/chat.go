@@ -50,7 +50,18 @@ type ChatLimits struct {
 	TTL          time.Duration // expiry of a message that names none; default 24h
 	Retention    time.Duration // how long delivered ids are remembered for de-duplication; default 7 days
 	Retry        time.Duration // wait before retrying a failed delivery; default 2s
+	// MaxBounces bounds how often one inbound message may bounce before
+	// it fails for good (the connector is told); default 50.
+	MaxBounces int
 }
+
+// After a bounce, inbound messages are held until the inbox is back (its
+// presence or its next message) or, at the latest, for a probe delay that
+// doubles from holdMin to holdMax with each bounce in a row.
+const (
+	holdMin = time.Minute
+	holdMax = 30 * time.Minute
+)
 
 func (l *ChatLimits) defaults() {
 	if l.MaxFileBytes <= 0 {
@@ -77,12 +88,16 @@ func (l *ChatLimits) defaults() {
 	if l.Retry <= 0 {
 		l.Retry = 2 * time.Second
 	}
+	if l.MaxBounces <= 0 {
+		l.MaxBounces = 50
+	}
 }
 
 var (
 	_ backendkit.Conversant   = (*Backend)(nil)
 	_ backendkit.ChatAttacher = (*Backend)(nil)
 	_ backendkit.ChatConsent  = (*Backend)(nil)
+	_ backendkit.ChatWatcher  = (*Backend)(nil)
 )
 
 // ChatRecipients implements backendkit.ChatConsent: the configured inbox
@@ -108,6 +123,16 @@ type chatSide struct {
 	buckets  map[string]*bucket
 	lastConv map[string]string // channel → last conversation that wrote
 
+	// Inbound delivery state (under mu): messages the inbox bounced, not
+	// yet re-queued, and the hold on inbound delivery while the inbox is
+	// away.
+	bounced  map[string]bool
+	requeued map[string]bool // bounced and queued again: MaxBounces applies
+	holdTil  time.Time
+	holdN    int
+
+	linkWait atomic.Bool // the XMPP stream is down: poll for it
+
 	dropped atomic.Int64 // pushes dropped because the accept queue was full
 	refused atomic.Int64
 	lastLog atomic.Int64 // Unix ms of the last refusal line after the first few
@@ -128,7 +153,49 @@ func newChatSide(b *Backend) *chatSide {
 	lim.defaults()
 	return &chatSide{b: b, lim: lim, inbox: strings.ToLower(b.o.Inbox), db: b.o.Chats,
 		in: make(chan chatPush, 256), wake: make(chan struct{}, 1),
-		buckets: map[string]*bucket{}, lastConv: map[string]string{}}
+		buckets: map[string]*bucket{}, lastConv: map[string]string{},
+		bounced: map[string]bool{}, requeued: map[string]bool{}}
+}
+
+// ChatBounced implements backendkit.ChatWatcher: an inbound IM message
+// came back from the inbox (offline without offline storage, blocked).
+// It is queued again, and inbound delivery holds until the inbox is back.
+func (b *Backend) ChatBounced(bo backendkit.Bounce) {
+	cs := b.chat
+	if cs == nil || !strings.EqualFold(bo.Endpoint, b.o.Endpoint) || bo.Peer != cs.inbox || !strings.HasPrefix(bo.ID, "im_") {
+		return
+	}
+	now := b.c.clock.Now()
+	cs.mu.Lock()
+	if len(cs.bounced) < 4096 {
+		cs.bounced[strings.TrimPrefix(bo.ID, "im_")] = true
+	}
+	d := holdMin << min(cs.holdN, 5)
+	if d > holdMax {
+		d = holdMax
+	}
+	cs.holdN++
+	cs.holdTil = now.Add(d)
+	cs.mu.Unlock()
+	b.log.Info("the inbox bounced an IM message; it stays queued until the inbox is back", "condition", bo.Condition, "probe_in", d)
+	cs.kick()
+}
+
+// ChatPeerBack implements backendkit.ChatWatcher: the inbox is back, so
+// held inbound messages go out now.
+func (b *Backend) ChatPeerBack(endpoint, peer string) {
+	cs := b.chat
+	if cs == nil || !strings.EqualFold(endpoint, b.o.Endpoint) || peer != cs.inbox {
+		return
+	}
+	cs.mu.Lock()
+	held := !cs.holdTil.IsZero()
+	cs.holdTil, cs.holdN = time.Time{}, 0
+	cs.mu.Unlock()
+	if held {
+		b.log.Info("the inbox is back; sending the IM messages held for it")
+		cs.kick()
+	}
 }
 
 // AttachChat implements backendkit.ChatAttacher.
@@ -356,7 +423,7 @@ func (c *Client) chatPush(cs *chatSide) func(*transport.Session, *wire.Packet) {
 				c.log.Warn("IM push dropped: the gateway is busy; the connector redelivers unacknowledged messages", "dropped", n)
 			}
 			if p.Type == wire.TypeChatMessage {
-				s.Reply(chatAck(p, "", &wire.PacketError{Code: wire.CodeChatBusy, Message: "the gateway is busy; retry later"}))
+				s.Reply(chatAck(p, "", &wire.PacketError{Code: wire.CodeChatBusy, Message: "the gateway is busy; retry later", Retryable: true}))
 			}
 		}
 	}
@@ -398,9 +465,14 @@ func (cs *chatSide) run(ctx context.Context) {
 		}
 		in := cs.deliverInbound(ctx)
 		out := cs.deliverOutbound(ctx)
-		if in || out {
+		switch {
+		case in || out:
 			retry.Reset(bo.Next())
-		} else {
+		case cs.linkWait.Load():
+			// Waiting for the XMPP stream (the gateway is starting or
+			// reconnecting): look again soon, without backing off.
+			retry.Reset(500 * time.Millisecond)
+		default:
 			bo.Reset()
 		}
 	}
@@ -447,7 +519,7 @@ func (cs *chatSide) acceptMessage(ctx context.Context, s *transport.Session, p *
 	}
 	refuse := func(code, msg string) {
 		cs.logRefusal("inbound chat message refused", "code", code)
-		a := chatAck(p, "", &wire.PacketError{Code: code, Message: msg})
+		a := chatAck(p, "", &wire.PacketError{Code: code, Message: msg, Retryable: wire.RetryLater(code)})
 		if peek.MessageID != "" {
 			a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: peek.MessageID, Status: "rejected"})
 		}
@@ -553,29 +625,57 @@ func (cs *chatSide) activity(ctx context.Context, p *wire.Packet) {
 
 // deliverInbound sends pending inbound messages to the inbox, oldest
 // first. It reports true when something is left to retry.
+//
+// Nothing goes out before the XMPP stream is up: a file needs an XEP-0363
+// slot from the server, and a send would only be queued. A message the
+// inbox bounces after it was handed on is queued again (in its place) and
+// inbound delivery holds until the inbox is back.
 func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	h := cs.chat.Load()
 	if h == nil {
 		return false
 	}
+	if l, ok := h.c.(backendkit.ChatLink); ok && !l.Connected() {
+		cs.linkWait.Store(true)
+		return false
+	}
+	cs.linkWait.Store(false)
 	b := cs.b
+	cs.requeueBounced(ctx)
 	items, err := cs.db.Pending(ctx, b.o.Endpoint, chatdb.Inbound, 50)
 	if err != nil {
 		b.log.Warn("reading the inbound chat queue failed", "error", err)
 		return true
 	}
+	more := false
 	for _, it := range items {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !b.c.clock.Now().Before(it.ExpiresAt) {
-			cs.finish(ctx, it, chatdb.Expired)
-			b.log.Info("inbound chat message expired before delivery", "message_id", it.MessageID)
+		now := b.c.clock.Now()
+		if !now.Before(it.ExpiresAt) {
+			if !cs.giveUp(ctx, it, chatdb.Expired, "the inbox did not take the message before it expired", true) {
+				more = true
+			}
+			continue
+		}
+		cs.mu.Lock()
+		held := now.Before(cs.holdTil)
+		bounced := cs.requeued[it.MessageID]
+		cs.mu.Unlock()
+		if bounced && it.Attempts >= cs.lim.MaxBounces {
+			if !cs.giveUp(ctx, it, chatdb.Failed, fmt.Sprintf("the inbox bounced the message; %d attempts", it.Attempts), true) {
+				more = true
+			}
+			continue
+		}
+		if held {
+			more = true // probed again when the hold ends, at once when the inbox is back
 			continue
 		}
 		var m wire.ChatMessage
 		if json.Unmarshal(it.Payload, &m) != nil {
-			cs.finish(ctx, it, chatdb.Failed)
+			cs.giveUp(ctx, it, chatdb.Failed, "the stored message is unreadable", false)
 			continue
 		}
 		msg := backendkit.Message{Endpoint: b.o.Endpoint, Resource: it.ChannelID, To: cs.inbox,
@@ -609,9 +709,12 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 		switch {
 		case err == nil:
 			cs.finish(ctx, it, chatdb.Delivered)
+			cs.mu.Lock()
+			delete(cs.requeued, it.MessageID)
+			cs.mu.Unlock()
 		case errors.Is(err, errPermanent):
-			b.log.Warn("an inbound chat message cannot be delivered to the inbox; dropped", "message_id", it.MessageID, "error", err)
-			cs.finish(ctx, it, chatdb.Failed)
+			b.log.Warn("an inbound chat message cannot be delivered to the inbox", "message_id", it.MessageID, "error", err)
+			cs.giveUp(ctx, it, chatdb.Failed, "the XMPP side refuses the message", false)
 		default:
 			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, it.MessageID)
 			if it.Attempts < 3 || it.Attempts%50 == 0 {
@@ -620,7 +723,71 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 			return true
 		}
 	}
-	return false
+	return more
+}
+
+// requeueBounced puts the messages the inbox bounced back in the queue,
+// each in its place, and counts the attempt.
+func (cs *chatSide) requeueBounced(ctx context.Context) {
+	cs.mu.Lock()
+	ids := make([]string, 0, len(cs.bounced))
+	for id := range cs.bounced {
+		ids = append(ids, id)
+	}
+	clear(cs.bounced)
+	cs.mu.Unlock()
+	b := cs.b
+	for _, id := range ids {
+		err := cs.db.Reopen(ctx, b.o.Endpoint, chatdb.Inbound, id)
+		switch {
+		case err == nil:
+			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, id)
+			cs.mu.Lock()
+			if len(cs.requeued) < 4096 {
+				cs.requeued[id] = true
+			}
+			cs.mu.Unlock()
+			b.log.Info("an IM message the inbox bounced is queued again", "message_id", id)
+		case errors.Is(err, chatdb.ErrNotPending):
+			// Still pending (a retry already), expired or failed: nothing to do.
+		default:
+			b.log.Warn("re-queueing a bounced IM message failed; will retry", "message_id", id, "error", err)
+			cs.mu.Lock()
+			cs.bounced[id] = true
+			cs.mu.Unlock()
+		}
+	}
+}
+
+// giveUp ends an inbound message that was acknowledged to the connector
+// as accepted but will not reach the inbox, and tells the connector with
+// a final (not retryable) chat.message.ack error naming the message, so
+// the IM side does not take it as delivered. With wait set (a message
+// that expired or reached its bounce bound: re-evaluating it is
+// harmless), the row stays pending while the data plane is down, until
+// the connector could be told or one more TTL has passed since the
+// expiry; giveUp reports whether it finished the row. Otherwise the row
+// is finished at once and a notice the data plane cannot carry is lost
+// (logged).
+func (cs *chatSide) giveUp(ctx context.Context, it chatdb.Item, st chatdb.State, reason string, wait bool) bool {
+	b := cs.b
+	s, chID, _, _ := b.c.live()
+	if chID == "" {
+		chID = it.ChannelID
+	}
+	a := &wire.Packet{Type: wire.TypeChatMessageAck, ConnectorChannelID: chID,
+		Error: &wire.PacketError{Code: wire.CodeChatUndeliverable, Message: reason}}
+	a.Payload, _ = json.Marshal(wire.ChatAck{MessageID: it.MessageID, Status: "failed"})
+	told := s != nil && s.Alive() && s.Push(a) == nil
+	if !told && wait && b.c.clock.Now().Before(it.ExpiresAt.Add(cs.lim.TTL)) {
+		return false // told when the data plane is back
+	}
+	cs.finish(ctx, it, st)
+	cs.mu.Lock()
+	delete(cs.requeued, it.MessageID)
+	cs.mu.Unlock()
+	b.log.Warn("an inbound chat message was not delivered to the inbox", "message_id", it.MessageID, "state", string(st), "reason", reason, "connector_told", told)
+	return true
 }
 
 var errPermanent = errors.New("permanent")

@@ -443,3 +443,138 @@ func TestChatMaximalEscapableText(t *testing.T) {
 		t.Fatalf("body of %d bytes, id %s", len(m.Body), m.ID)
 	}
 }
+
+// A refusal that says "retry later" carries error.retryable, so a
+// connector can tell it from a final one without knowing the codes.
+func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
+	e := newChatEnv(t)
+	e.startChat(true, func(o *Options) { o.ChatLimits.Burst, o.ChatLimits.PerMinute = 1, 1 })
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_r", MessageID: "r_0", Text: "first"})
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_r", MessageID: "r_1", Text: "too soon"})
+	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_big", MessageID: "big_0", Text: strings.Repeat("a", 64<<10+1)})
+	find := func(id, code string) (connectortest.InboundAck, bool) {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id && a.Code == code {
+				return a, true
+			}
+		}
+		return connectortest.InboundAck{}, false
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		_, a := find("r_1", "chat_rate_limited")
+		_, b := find("big_0", "chat_message_rejected")
+		return a && b
+	}, "the rate-limited and the rejected acks")
+	if a, _ := find("r_1", "chat_rate_limited"); !a.Retryable {
+		t.Errorf("chat_rate_limited ack without the retryable marker: %+v", a)
+	}
+	if a, _ := find("big_0", "chat_message_rejected"); a.Retryable {
+		t.Errorf("a final refusal is marked retryable: %+v", a)
+	}
+	if a, ok := find("r_0", ""); !ok || a.Retryable {
+		t.Errorf("the accepted message's ack: %+v %v", a, ok)
+	}
+}
+
+// An inbound message the inbox bounces stays queued, is held until the
+// inbox is back and then sent again; one that keeps bouncing fails for
+// good after MaxBounces, and the connector is told with a final ack.
+func TestChatBouncedInboundStaysQueued(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, func(o *Options) { o.ChatLimits.MaxBounces = 3 })
+	ctx := context.Background()
+	backlog := func() int {
+		n, err := e.chats.Backlog(ctx, e.endpoint, "in", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	bounce := func(id string) {
+		b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Resource: "x", Peer: inbox, ID: "im_" + id, Condition: "service-unavailable"})
+	}
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "are you there?"})
+	e.waitSent(1)
+	bounce(id)
+	waitUntil(t, 10*time.Second, func() bool { return backlog() == 1 }, "the bounced message queued again")
+	time.Sleep(time.Second)
+	if n := len(e.chat.messages()); n != 1 || backlog() != 1 {
+		t.Fatalf("after the bounce: %d sent, backlog %d; want 1 sent, 1 queued (held)", n, backlog())
+	}
+	b.ChatPeerBack(e.endpoint, inbox)
+	msgs := e.waitSent(2)
+	if msgs[1].ID != "im_"+id {
+		t.Fatalf("resent %+v", msgs[1])
+	}
+	waitUntil(t, 15*time.Second, func() bool { return backlog() == 0 }, "the resent message delivered")
+	for _, a := range e.srv.InboundAcks() {
+		if a.MessageID == id && a.Code != "" {
+			t.Fatalf("the connector got a failure for a delivered message: %+v", a)
+		}
+	}
+
+	// One that keeps bouncing.
+	id2 := e.srv.InjectMessage(connectortest.IMMessage{Text: "hello?"})
+	for i := 0; i < 3; i++ {
+		e.waitSent(3 + i)
+		bounce(id2)
+		if i < 2 {
+			time.Sleep(200 * time.Millisecond)
+			b.ChatPeerBack(e.endpoint, inbox)
+		}
+	}
+	var fail connectortest.InboundAck
+	waitUntil(t, 15*time.Second, func() bool {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id2 && a.Code != "" {
+				fail = a
+				return true
+			}
+		}
+		return false
+	}, "the final failure ack")
+	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" || backlog() != 0 {
+		t.Fatalf("final ack %+v, backlog %d", fail, backlog())
+	}
+	b.ChatPeerBack(e.endpoint, inbox)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(e.chat.messages()); n != 5 {
+		t.Fatalf("%d messages sent, want 5 (no send after the failure)", n)
+	}
+}
+
+// A held message that expires while the data plane is down is not
+// finished silently: it waits for the data plane, and the connector gets
+// the final chat_message_undeliverable ack once it is back.
+func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "soon gone", ExpiresAt: time.Now().Add(5 * time.Second)})
+	e.waitSent(1)
+	b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Peer: inbox, ID: "im_" + id, Condition: "service-unavailable"})
+	restarted := make(chan error, 1)
+	go func() { restarted <- e.srv.Restart(8 * time.Second) }()
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	var fail connectortest.InboundAck
+	waitUntil(t, 30*time.Second, func() bool {
+		for _, a := range e.srv.InboundAcks() {
+			if a.MessageID == id && a.Code != "" {
+				fail = a
+				return true
+			}
+		}
+		return false
+	}, "the final failure ack after the data plane is back")
+	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" {
+		t.Fatalf("final ack %+v", fail)
+	}
+	waitUntil(t, 10*time.Second, func() bool {
+		n, _ := e.chats.Backlog(context.Background(), e.endpoint, "in", "")
+		return n == 0
+	}, "the expired message finished")
+	if n := len(e.chat.messages()); n != 1 {
+		t.Fatalf("the expired message was sent %d times", n)
+	}
+}

@@ -286,12 +286,13 @@ func (s *Service) handle(ctx context.Context, m component.Message) {
 		s.seen.put(dk, struct{}{})
 	}
 	c = s.conv(k)
-	c.wrote, c.bounced = true, false
+	c.wrote, c.bounced, c.blocked = true, false, false
 	if in.receipt {
 		s.receipts.put(dk, struct{}{})
 	}
 	s.mu.Unlock()
 
+	s.peerBack(k)
 	t := backendkit.Turn{
 		Endpoint: k.endpoint, Resource: to.Resourcepart(), From: m.From.String(),
 		ID: in.id, Thread: in.thread, Body: in.body, ReplyTo: in.replyTo, Files: in.files,
@@ -402,14 +403,57 @@ func (s *Service) bounce(m component.Message) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	k, ok := s.sent.get(m.ID)
 	if !ok || k.peer != m.From.Bare().String() || k.endpoint != m.To.Bare().String() {
+		s.mu.Unlock()
 		return
 	}
 	s.sent.remove(m.ID)
-	s.conv(k).bounced = true
-	s.log.Info("chat recipient bounced a message; not sending more until it writes", "endpoint", k.endpoint, "condition", string(se.Condition))
+	c := s.conv(k)
+	c.bounced = true
+	c.blocked = c.blocked || blocked
+	s.mu.Unlock()
+	s.log.Info("chat recipient bounced a message; not sending more until it is back or writes", "endpoint", k.endpoint, "condition", string(se.Condition), "blocked", blocked)
+	if w := s.watcher(k.endpoint); w != nil {
+		w.ChatBounced(backendkit.Bounce{Endpoint: k.endpoint, Resource: m.To.Resourcepart(), Peer: k.peer, ID: m.ID,
+			Condition: string(se.Condition), Blocked: blocked})
+	}
+}
+
+// watcher is the endpoint's backend if it watches bounces.
+func (s *Service) watcher(endpoint string) backendkit.ChatWatcher {
+	b, ok := s.o.Backend(endpoint)
+	if !ok {
+		return nil
+	}
+	w, _ := b.(backendkit.ChatWatcher)
+	return w
+}
+
+// peerBack tells the endpoint's backend that the peer is back.
+func (s *Service) peerBack(k convKey) {
+	if w := s.watcher(k.endpoint); w != nil {
+		w.ChatPeerBack(k.endpoint, k.peer)
+	}
+}
+
+// presence reads a peer's presence to an endpoint: an available presence
+// or a probe (its server sends one when the peer comes online and is
+// subscribed to the endpoint) means the peer is back. A peer that bounced
+// as unavailable (not as blocked) may be messaged again, and the
+// endpoint's backend is told, so messages held for it go out.
+func (s *Service) presence(_ context.Context, p component.Presence) {
+	to := p.To
+	if to.Localpart() == "" || to.Domainpart() != s.domain || (p.Type != "" && p.Type != "available" && p.Type != "probe") {
+		return
+	}
+	k := convKey{endpoint: to.Bare().String(), peer: p.From.Bare().String()}
+	s.mu.Lock()
+	if c, ok := s.convs.get(k); ok && c.bounced && !c.blocked {
+		c.bounced = false
+	}
+	s.mu.Unlock()
+	s.peerBack(k)
 }
 
 // text is e's character data, "" for a missing element.

@@ -27,6 +27,9 @@ type conversation struct {
 	// bounced is set when our message to the peer came back as blocked
 	// or unavailable; nothing more is sent until the peer writes again.
 	bounced bool
+	// blocked is set when a bounce said <blocked/>: only the peer's own
+	// message lifts it, not its presence.
+	blocked bool
 	in, out bucket
 	// dropping is set while inbound messages are being rate-dropped, so
 	// the peer is told once per burst.

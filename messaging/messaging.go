@@ -185,7 +185,10 @@ func New(o Options) *Service {
 // Register installs the message handler on r. It only looks at messages
 // to endpoints of its domain; task payloads and task event bounces stay
 // with the task wire's handler.
-func (s *Service) Register(r *component.Router) { r.HandleMessage(s.handle) }
+func (s *Service) Register(r *component.Router) {
+	r.HandleMessage(s.handle)
+	r.HandlePresence(s.presence)
+}
 
 // Run hands queued turns to backends until ctx ends: one goroutine per
 // shard, so one conversation's turns keep their order.

@@ -527,3 +527,88 @@ func TestCheckBlocking(t *testing.T) {
 		t.Fatalf("%d warnings, want 2 (no feature, no answer):\n%s", n, log.String())
 	}
 }
+
+// watching is a conversant that watches bounces (backendkit.ChatWatcher).
+type watching struct {
+	conversant
+	wmu     sync.Mutex
+	bounces []backendkit.Bounce
+	back    []string
+}
+
+func (w *watching) ChatBounced(b backendkit.Bounce) {
+	w.wmu.Lock()
+	w.bounces = append(w.bounces, b)
+	w.wmu.Unlock()
+}
+
+func (w *watching) ChatPeerBack(endpoint, peer string) {
+	w.wmu.Lock()
+	w.back = append(w.back, endpoint+" "+peer)
+	w.wmu.Unlock()
+}
+
+// A bounce of one of the backend's messages is reported to it; an
+// offline bounce (no <blocked/>) is lifted by the peer's presence or
+// probe, which the backend hears of too; a blocked bounce only by the
+// peer's own message.
+func TestBounceAndPresenceReachTheBackend(t *testing.T) {
+	f := newFixture(t, Limits{})
+	w := &watching{conversant: conversant{can: true, rcpts: []string{"alice@example.test"}}}
+	ep := "chat@" + domain
+	f.s.o.Backend = func(e string) (any, bool) { return w, e == ep }
+	ctx := context.Background()
+	chat := f.s.ChatFor(ep)
+	alice := jid.MustParse("alice@example.test")
+	bounce := func(id string, blocked bool) {
+		el := xmltree.New(component.NSComponent, "message", "type", "error", "id", id, "from", alice.String(), "to", ep+"/ch")
+		e := xmltree.New(component.NSComponent, "error", "type", "cancel").Add(xmltree.New(ns.Stanzas, "service-unavailable"))
+		if blocked {
+			e.Add(xmltree.New(ns.BlockingError, "blocked"))
+		}
+		el.Add(e)
+		f.s.handle(ctx, component.Message{ID: id, Type: "error", From: alice, To: jid.MustParse(ep + "/ch"), Raw: el})
+	}
+	presence := func(typ string) {
+		f.s.presence(ctx, component.Presence{Type: typ, From: jid.MustParse("alice@example.test/phone"), To: jid.MustParse(ep)})
+	}
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, Resource: "ch", To: alice.String(), ID: "im_1", Body: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	bounce("im_1", false)
+	if len(w.bounces) != 1 || w.bounces[0].ID != "im_1" || w.bounces[0].Peer != "alice@example.test" || w.bounces[0].Condition != "service-unavailable" || w.bounces[0].Blocked || w.bounces[0].Resource != "ch" {
+		t.Fatalf("bounces %+v", w.bounces)
+	}
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: alice.String(), ID: "im_2", Body: "again"}); !errors.Is(err, backendkit.ErrChatRefused) {
+		t.Fatalf("after a bounce: %v", err)
+	}
+	presence("unavailable")
+	if len(w.back) != 0 {
+		t.Fatalf("unavailable presence read as back: %v", w.back)
+	}
+	presence("probe")
+	if len(w.back) != 1 || w.back[0] != ep+" alice@example.test" {
+		t.Fatalf("peer back %v", w.back)
+	}
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: alice.String(), ID: "im_2", Body: "again"}); err != nil {
+		t.Fatalf("after alice's probe: %v", err)
+	}
+	// A blocked bounce: presence does not lift it, alice's message does.
+	bounce("im_2", true)
+	if len(w.bounces) != 2 || !w.bounces[1].Blocked {
+		t.Fatalf("bounces %+v", w.bounces)
+	}
+	presence("")
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: alice.String(), ID: "im_3", Body: "x"}); !errors.Is(err, backendkit.ErrChatRefused) {
+		t.Fatalf("a presence lifted a block: %v", err)
+	}
+	f.s.handle(ctx, msg(ep, "a1", "unblocked"))
+	if err := chat.Send(ctx, backendkit.Message{Endpoint: ep, To: alice.String(), ID: "im_3", Body: "x"}); err != nil {
+		t.Fatalf("after alice wrote: %v", err)
+	}
+	// A bounce of an id we never sent is nobody's.
+	bounce("forged", false)
+	if len(w.bounces) != 2 {
+		t.Fatalf("a forged bounce reached the backend: %+v", w.bounces)
+	}
+}

@@ -47,7 +47,19 @@ type chat struct {
 	own []string
 }
 
-var _ backendkit.Chat = (*chat)(nil)
+var (
+	_ backendkit.Chat     = (*chat)(nil)
+	_ backendkit.ChatLink = (*chat)(nil)
+)
+
+// Connected implements backendkit.ChatLink: whether the component stream
+// is up (true when the sender cannot say).
+func (c *chat) Connected() bool {
+	if l, ok := c.s.o.Sender.(interface{ Connected() bool }); ok {
+		return l.Connected()
+	}
+	return true
+}
 
 // addr checks the sending endpoint and the recipient.
 func (c *chat) addr(endpoint, resource, to string) (jid.JID, jid.JID, convKey, error) {

@@ -78,6 +78,10 @@ type Driver interface {
 	// Finish moves a Pending item to a terminal state (ErrNotPending if it
 	// is not pending).
 	Finish(ctx context.Context, endpoint string, dir Direction, messageID string, to State) error
+	// Reopen moves a Delivered item back to Pending, keeping its place in
+	// the order (a message the recipient bounced after it was handed on);
+	// ErrNotPending if the item is absent or not Delivered.
+	Reopen(ctx context.Context, endpoint string, dir Direction, messageID string) error
 	// Backlog counts the Pending items of (endpoint, dir) and, when
 	// conversation is not "", of that conversation only.
 	Backlog(ctx context.Context, endpoint string, dir Direction, conversation string) (int, error)

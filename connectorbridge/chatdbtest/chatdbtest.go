@@ -29,6 +29,7 @@ func Exercise(t *testing.T, open Open) {
 	t.Run("EnqueueOnce", func(t *testing.T) { testEnqueueOnce(t, open) })
 	t.Run("PendingOrderAndKeys", func(t *testing.T) { testPending(t, open) })
 	t.Run("FinishIsTerminal", func(t *testing.T) { testFinish(t, open) })
+	t.Run("ReopenDelivered", func(t *testing.T) { testReopen(t, open) })
 	t.Run("Backlog", func(t *testing.T) { testBacklog(t, open) })
 	t.Run("Purge", func(t *testing.T) { testPurge(t, open) })
 	t.Run("Refusals", func(t *testing.T) { testRefusals(t, open) })
@@ -164,6 +165,37 @@ func testFinish(t *testing.T, open Open) {
 	enqueue(t, a, item(chatdb.Outbound, "g", ""))
 	if err := a.Finish(ctx, ep, chatdb.Outbound, "g", chatdb.Pending); err == nil {
 		t.Fatal("Finish to pending accepted")
+	}
+}
+
+func testReopen(t *testing.T, open Open) {
+	a, b := open(t)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		enqueue(t, a, item(chatdb.Inbound, id, ""))
+	}
+	a.Finish(ctx, ep, chatdb.Inbound, "r1", chatdb.Delivered)
+	a.Finish(ctx, ep, chatdb.Inbound, "r2", chatdb.Expired)
+	if err := b.Reopen(ctx, ep, chatdb.Inbound, "r1"); err != nil {
+		t.Fatalf("Reopen(delivered) = %v", err)
+	}
+	for id, want := range map[string]error{"r1": chatdb.ErrNotPending, "r2": chatdb.ErrNotPending, "r3": chatdb.ErrNotPending, "absent": chatdb.ErrNotPending} {
+		if err := a.Reopen(ctx, ep, chatdb.Inbound, id); !errors.Is(err, want) {
+			t.Fatalf("Reopen(%s) = %v, want %v", id, err, want)
+		}
+	}
+	if err := a.Reopen(ctx, ep, chatdb.Outbound, "r1"); !errors.Is(err, chatdb.ErrNotPending) {
+		t.Fatalf("Reopen in the other direction = %v", err)
+	}
+	// Back in its place: before r3, pending, counted, its attempts kept.
+	items, err := b.Pending(ctx, ep, chatdb.Inbound, 10)
+	if err != nil || len(items) != 2 || items[0].MessageID != "r1" || items[1].MessageID != "r3" {
+		t.Fatalf("Pending after Reopen = %+v %v", items, err)
+	}
+	if n, _ := a.Backlog(ctx, ep, chatdb.Inbound, ""); n != 2 {
+		t.Fatalf("Backlog after Reopen = %d", n)
+	}
+	if err := a.Attempt(ctx, ep, chatdb.Inbound, "r1"); err != nil {
+		t.Fatalf("Attempt after Reopen = %v", err)
 	}
 }
 

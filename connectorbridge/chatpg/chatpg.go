@@ -127,6 +127,11 @@ func (s *Store) Finish(ctx context.Context, endpoint string, dir chatdb.Directio
 		WHERE endpoint = $2 AND direction = $3 AND message_id = $4 AND state = 'pending'`, string(to), endpoint, string(dir), id)
 }
 
+func (s *Store) Reopen(ctx context.Context, endpoint string, dir chatdb.Direction, id string) error {
+	return s.update(ctx, `UPDATE connector_chat_queue SET state = 'pending'
+		WHERE endpoint = $1 AND direction = $2 AND message_id = $3 AND state = 'delivered'`, endpoint, string(dir), id)
+}
+
 func (s *Store) update(ctx context.Context, q string, args ...any) error {
 	tag, err := s.db.Pool.Exec(ctx, q, args...)
 	if err != nil {

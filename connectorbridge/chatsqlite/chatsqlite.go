@@ -112,6 +112,11 @@ func (s *Store) Finish(ctx context.Context, endpoint string, dir chatdb.Directio
 		WHERE endpoint = ? AND direction = ? AND message_id = ? AND state = 'pending'`, string(to), endpoint, string(dir), id)
 }
 
+func (s *Store) Reopen(ctx context.Context, endpoint string, dir chatdb.Direction, id string) error {
+	return s.update(ctx, `UPDATE connector_chat_queue SET state = 'pending'
+		WHERE endpoint = ? AND direction = ? AND message_id = ? AND state = 'delivered'`, endpoint, string(dir), id)
+}
+
 func (s *Store) update(ctx context.Context, q string, args ...any) error {
 	res, err := s.db.Write.ExecContext(ctx, q, args...)
 	if err != nil {

@@ -72,6 +72,8 @@ type OutboundMessage struct {
 type InboundAck struct {
 	MessageID string
 	Code      string // error code; "" when accepted
+	Status    string // payload status: accepted, rejected, failed
+	Retryable bool   // error.retryable: retry later, not final
 }
 
 type imState struct {
@@ -150,8 +152,15 @@ func (s *Server) InjectMessage(m IMMessage) string {
 			files = append(files, map[string]any{"file_ref": ref, "download_url": u, "filename": f.Name,
 				"mime_type": f.MimeType, "byte_size": len(f.Data), "file_type": "file"})
 		}
-		pl := map[string]any{"message_id": m.MessageID, "conversation_id": m.Conversation, "text": m.Text,
-			"sender": map[string]any{"id": m.SenderID, "display_name": m.SenderName}}
+		// The sender as the seeds carry it (seeds/000 §8.21): sender_id
+		// and display_name at the top of the payload.
+		pl := map[string]any{"message_id": m.MessageID, "conversation_id": m.Conversation, "text": m.Text}
+		if m.SenderID != "" {
+			pl["sender_id"] = m.SenderID
+		}
+		if m.SenderName != "" {
+			pl["display_name"] = m.SenderName
+		}
 		if len(files) > 0 {
 			pl["files"] = files
 		}
@@ -247,6 +256,7 @@ func (s *Server) retryLoop() {
 func (c *conn) chatAck(p *packet) {
 	var a struct {
 		MessageID string `json:"message_id"`
+		Status    string `json:"status"`
 	}
 	json.Unmarshal(p.Payload, &a)
 	im := c.s.im
@@ -260,13 +270,14 @@ func (c *conn) chatAck(p *packet) {
 			}
 		}
 	}
-	code := ""
+	code, retry := "", false
 	if p.Error != nil {
-		code = p.Error.Code
+		code, retry = p.Error.Code, p.Error.Retryable
 	}
-	im.acks = append(im.acks, InboundAck{MessageID: id, Code: code})
-	if code == "" || code == "chat_message_rejected" || code == "chat_message_expired" {
-		// terminal: accepted, or refused for good
+	im.acks = append(im.acks, InboundAck{MessageID: id, Code: code, Status: a.Status, Retryable: retry})
+	if !retry {
+		// terminal: accepted, or refused for good (an error without the
+		// retryable marker is final)
 		delete(im.pending, id)
 		if code == "" {
 			im.acked[id] = true

@@ -636,8 +636,9 @@ type packet struct {
 }
 
 type packetError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable,omitempty"`
 }
 
 func newID(prefix string) string {
@@ -679,7 +680,7 @@ func (c *conn) ack(req *packet, channelID string, payload any) {
 }
 
 func (c *conn) ackError(req *packet, channelID, code, msg string) {
-	p := &packet{RequestID: req.RequestID, ReplyTo: req.PacketID, Type: req.Type + ".ack", Error: &packetError{code, msg}}
+	p := &packet{RequestID: req.RequestID, ReplyTo: req.PacketID, Type: req.Type + ".ack", Error: &packetError{Code: code, Message: msg}}
 	if channelID != "" {
 		p.ConnectorChannelID = strp(channelID)
 	}
@@ -687,7 +688,7 @@ func (c *conn) ackError(req *packet, channelID, code, msg string) {
 }
 
 func (c *conn) sendError(reqID, channelID, code, msg string) {
-	p := &packet{RequestID: reqID, Type: "error", Error: &packetError{code, msg}}
+	p := &packet{RequestID: reqID, Type: "error", Error: &packetError{Code: code, Message: msg}}
 	if channelID != "" {
 		p.ConnectorChannelID = strp(channelID)
 	}
@@ -1192,7 +1193,7 @@ func (c *conn) runTool(p *packet, chID, tool string, args map[string]any, mis Mi
 		}
 		result = map[string]any{"count": steps}
 	case "always_fail":
-		fail = &packetError{"target_rejected", "the target system rejected the request"}
+		fail = &packetError{Code: "target_rejected", Message: "the target system rejected the request"}
 	case "leak_key":
 		result = map[string]any{
 			"debug":  "Authorization: Bearer " + c.s.o.APIKey,

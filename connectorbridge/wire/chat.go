@@ -24,7 +24,21 @@ const (
 	CodeChatBusy        = "chat_backlog_full"
 	CodeChatExpired     = "chat_message_expired"
 	CodeChatUnavailable = "chat_unavailable"
+	// CodeChatUndeliverable is the final failure of a message the gateway
+	// had accepted: the inbox did not take it before it expired or the
+	// bounce bound was reached (docs/messaging.md).
+	CodeChatUndeliverable = "chat_message_undeliverable"
 )
+
+// RetryLater reports whether a chat refusal code means "send the same
+// message again later" (error.retryable), as opposed to a final refusal.
+func RetryLater(code string) bool {
+	switch code {
+	case CodeChatRateLimited, CodeChatBusy, CodeChatUnavailable, "connector_channel_not_owned":
+		return true
+	}
+	return false
+}
 
 // Limits on one chat message. They bound what the gateway stores and
 // relays; a message beyond them is refused with a clear ack error.
@@ -57,10 +71,15 @@ type ChatSender struct {
 	DisplayName string `json:"display_name,omitempty"`
 }
 
-// ChatMessage is the chat.message payload.
+// ChatMessage is the chat.message payload. The sender is read where the
+// seeds put it (seeds/000 §8.21: sender_id and display_name at the top of
+// the payload) and, failing that, from a "sender" object; DecodeChatMessage
+// leaves the result in Sender.
 type ChatMessage struct {
 	MessageID      string     `json:"message_id"`
 	ConversationID string     `json:"conversation_id,omitempty"`
+	SenderID       string     `json:"sender_id,omitempty"`
+	DisplayName    string     `json:"display_name,omitempty"`
 	Sender         ChatSender `json:"sender,omitempty"`
 	Text           string     `json:"text,omitempty"`
 	Files          []ChatFile `json:"files,omitempty"`
@@ -111,6 +130,13 @@ func DecodeChatMessage(raw json.RawMessage) (*ChatMessage, error) {
 		return nil, chatError("reply_to_message_id is malformed")
 	}
 	m.Text = XMLSafe(m.Text)
+	if m.DisplayName != "" {
+		m.Sender.DisplayName = m.DisplayName
+	}
+	if m.SenderID != "" {
+		m.Sender.ID = m.SenderID
+	}
+	m.DisplayName, m.SenderID = "", ""
 	m.Sender.DisplayName = XMLSafe(truncate(m.Sender.DisplayName, MaxSenderName))
 	m.Sender.ID = XMLSafe(truncate(m.Sender.ID, MaxSenderName))
 	for i := range m.Files {

@@ -77,3 +77,20 @@ func FuzzDecodeChatMessage(f *testing.F) {
 		}
 	})
 }
+
+// The seeds carry the sender at the top of the payload (seeds/000 §8.21);
+// that is read first, a "sender" object second.
+func TestDecodeChatMessageSeedSender(t *testing.T) {
+	m, err := DecodeChatMessage([]byte(`{"message_id":"m1","text":"x","sender_id":"wx_user_1","display_name":"Al\u0007ex",
+		"sender":{"id":"other","display_name":"Other"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sender.DisplayName != "Al\uFFFDex" || m.Sender.ID != "wx_user_1" || m.DisplayName != "" {
+		t.Fatalf("sender %+v", m)
+	}
+	m, err = DecodeChatMessage([]byte(`{"message_id":"m2","text":"x","sender":{"display_name":"Bob"}}`))
+	if err != nil || m.Sender.DisplayName != "Bob" {
+		t.Fatalf("nested sender %+v %v", m, err)
+	}
+}

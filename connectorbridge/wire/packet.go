@@ -27,6 +27,12 @@ type Packet struct {
 type PacketError struct {
 	Code    string `json:"code"`
 	Message string `json:"message,omitempty"`
+	// Retryable marks a refusal that may pass if the same packet is sent
+	// again later (a rate limit, a full backlog, a store that is down).
+	// The seeds' error model has code and message only (seeds/000 §7);
+	// this member is the gateway's addition, the same word its task
+	// failures use, and absent (false) on a final refusal.
+	Retryable bool `json:"retryable,omitempty"`
 }
 
 // MarshalJSON writes connector_channel_id even when empty for user-level

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmltree"
 )
@@ -89,9 +90,14 @@ func (u *HTTPUpload) discover(ctx context.Context, from string) (string, int64, 
 			}
 		}
 	}
+	var unanswered error // a candidate that did not answer at all (no stream, timeout)
 	for _, c := range candidates {
 		res, err := u.IQ.SendIQ(ctx, iq("get", from, c, xmltree.New(nsDiscoInfo, "query")))
 		if err != nil {
+			var se *agentproto.StanzaError
+			if !errors.As(err, &se) && unanswered == nil {
+				unanswered = err
+			}
 			continue
 		}
 		q := res.Child(nsDiscoInfo, "query")
@@ -103,6 +109,11 @@ func (u *HTTPUpload) discover(ctx context.Context, from string) (string, int64, 
 		u.found, u.maxSize = c, max
 		u.mu.Unlock()
 		return c, max, nil
+	}
+	if unanswered != nil {
+		// Not an answer that there is no service: the XMPP stream is not
+		// up yet, or the server is slow. Retrying may find it.
+		return "", 0, fmt.Errorf("transfer: the upload service could not be asked: %w", unanswered)
 	}
 	return "", 0, ErrNoUploadService
 }

@@ -36,6 +36,10 @@ type ProsodyOptions struct {
 	// Modules are extra modules_enabled entries (for example "blocklist",
 	// XEP-0191, for the messaging tests).
 	Modules []string
+	// DisabledModules are modules_disabled entries (for example
+	// "offline": a message to an offline user then bounces with
+	// service-unavailable instead of being stored).
+	DisabledModules []string
 }
 
 // LaunchProsody writes a private config and starts Prosody, returning once
@@ -182,7 +186,18 @@ unbound = { hoststxt = %q; resolvconf = %q }
 	} else {
 		// No federation: stanzas to other domains bounce at once instead of
 		// triggering DNS lookups.
-		cfg.WriteString("s2s_ports = {}\nmodules_disabled = { \"s2s\" }\n")
+		cfg.WriteString("s2s_ports = {}\n")
+	}
+	disabled := append([]string(nil), o.DisabledModules...)
+	if !o.S2S {
+		disabled = append(disabled, "s2s")
+	}
+	if len(disabled) > 0 {
+		cfg.WriteString("modules_disabled = { ")
+		for _, m := range disabled {
+			fmt.Fprintf(&cfg, "%q; ", m)
+		}
+		cfg.WriteString("}\n")
 	}
 	fmt.Fprintf(&cfg, `
 -- The operator snippet, rendered from %s.

@@ -11,6 +11,10 @@ states are printed too. It reads one JSON command a line on stdin:
       (slot request built by hand, HTTP PUT), then sends a chat message
       with the URL in the body and an OOB element, a receipt request
       (unless "receipt" is false), an origin-id and <active/>;
+  {"cmd": "subscribe", "to": JID}
+      fetches the roster and asks for a presence subscription to JID (an
+      endpoint); prints {"event": "subscribed", "from": JID} once the
+      roster says subscription "to" (approved);
   {"cmd": "quit"}
 
 Nothing of agentgw's Go code is involved.
@@ -142,6 +146,17 @@ async def scenario(x):
         out(event="command", cmd=cmd["cmd"])
         if cmd["cmd"] == "quit":
             return
+        if cmd["cmd"] == "subscribe":
+            # Only a resource that fetched its roster is "interested" in
+            # subscription results (RFC 6121 2.2).
+            await x.get_roster()
+            x.send_presence(pto=cmd["to"], ptype="subscribe")
+            for _ in range(600):
+                if x.client_roster[cmd["to"]]["subscription"] in ("to", "both"):
+                    out(event="subscribed", **{"from": cmd["to"]})
+                    break
+                await asyncio.sleep(0.05)
+            continue
         if cmd["cmd"] == "send":
             try:
                 await send(cmd)

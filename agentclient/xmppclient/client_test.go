@@ -14,8 +14,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func dial(t *testing.T, srv *xmppharness.Server, user, pw string, presence bool) *xmppclient.Client {

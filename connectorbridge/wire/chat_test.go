@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentgw/agentgw/internal/fuzzcheck"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func TestDecodeChatMessage(t *testing.T) {

@@ -20,11 +20,13 @@ const module = "github.com/agentgw/agentgw/"
 var tiers = map[string]int{
 	// Leaf helpers and the vocabulary both ends share.
 	"agentproto": 0, "agentproto/ns": 0,
-	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0, "internal/dataform": 0,
+	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0,
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
-	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
-	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/httpauth": 0, "internal/pgstore": 0,
+	"internal/procsec": 0, "internal/schema": 0, "internal/store": 0,
+	"internal/httpauth": 0, "internal/pgstore": 0,
 	"internal/telemetry": 0,
+	// One package per XEP codec (forms, RSM, time, the XML tree).
+	"xep/xmltree": 0, "xep/dataform": 0, "xep/rsm": 0, "xep/xmpptime": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
 	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,

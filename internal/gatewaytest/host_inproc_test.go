@@ -21,8 +21,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/endpointhost"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // scriptedHost is a scripted executor with the Start an endpointhost

@@ -23,11 +23,11 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
+	"github.com/agentgw/agentgw/xep/xmltree"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // BenchmarkConcurrentTasks1000XMPPCeiling is BenchmarkConcurrentTasks1000's

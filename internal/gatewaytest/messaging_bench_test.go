@@ -19,9 +19,9 @@ import (
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Chat benchmarks: the same chat exchange (a person's message, the

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmpptime"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // inputKey is the one input request of an input-required result.

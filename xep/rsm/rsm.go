@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Limits on what Parse accepts. An item ID is a bare JID (at most 3071

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // FuzzRSMParse feeds XML documents (seeds in testdata/fuzz/FuzzRSMParse)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 )
 
 // cliTaskCount is the number of tasks in the gateway's store.

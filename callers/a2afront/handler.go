@@ -1,4 +1,4 @@
-package front
+package a2afront
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/ids"
 )
 

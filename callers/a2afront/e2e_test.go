@@ -1,4 +1,4 @@
-package front_test
+package a2afront_test
 
 // End-to-end proof of `agentgw a2a` with real parts only: the official A2A
 // JS SDK (@a2a-js/sdk, its v0.3 JSON-RPC transport, testdata/a2a/client.mjs)

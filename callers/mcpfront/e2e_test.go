@@ -1,4 +1,4 @@
-package front_test
+package mcpfront_test
 
 // End-to-end proof of the MCP front with real parts only: the official
 // TypeScript SDK client (testdata/mcpfront/client.mjs) and the MCP

@@ -1,4 +1,4 @@
-package front
+package mcpfront
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 )
 
 // catalogWatcher is the optional push side of a Client

@@ -11,7 +11,7 @@
 // cancellation are bridged, lost events are recovered through task-state,
 // and the terminal result is passed through. docs/mcp-front.md documents
 // the mapping and its semantic losses.
-package front
+package mcpfront
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/schema"
 )
 

@@ -1,4 +1,4 @@
-package front
+package a2afront
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 )
 
 // catalogClient is a fake directory for the catalog logic only: one gateway

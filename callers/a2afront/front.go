@@ -10,7 +10,7 @@
 // task-state, so they work after any reconnect. Authorization stays
 // XMPP's: the account's bare JID is the principal. docs/a2a.md has the
 // mapping and what it loses.
-package front
+package a2afront
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 )
 
 // Client is the part of the XMPP agent client the front uses;

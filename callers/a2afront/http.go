@@ -1,4 +1,4 @@
-package front
+package a2afront
 
 import (
 	"bytes"

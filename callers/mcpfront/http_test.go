@@ -1,4 +1,4 @@
-package front
+package mcpfront
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 )
 
 type bearerTransport struct{ token string }

@@ -52,8 +52,8 @@ var tiers = map[string]int{
 	// A2A both ways.
 	"a2abridge": 4,
 	// The XMPP callers: the MCP front (`agentgw mcp`) and the A2A front
-	// (`agentgw a2a`) on the caller SDK.
-	"callers/mcpfront": 4, "callers/a2afront": 4,
+	// (`agentgw a2a`) on the caller SDK and their one shared catalog.
+	"callers/catalog": 3, "callers/mcpfront": 4, "callers/a2afront": 4,
 	"messaging": 4,
 	// The composition root, then the programs.
 	// The OpenAgentNetwork bridge (lane 18).

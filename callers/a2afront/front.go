@@ -1,4 +1,4 @@
-// Package front implements `agentgw a2a`: an A2A 0.3.0 server that logs
+// Package a2afront implements `agentgw a2a`: an A2A 0.3.0 server that logs
 // into XMPP as one ordinary account and presents every agent that account
 // can see as an A2A agent, one Agent Card per endpoint.
 //

@@ -1,4 +1,4 @@
-// Package front implements the MCP front of the XMPP agent gateway: an MCP
+// Package mcpfront implements the MCP front of the XMPP agent gateway: an MCP
 // server that logs into XMPP as one ordinary account and presents every
 // agent tool that account can see as an MCP tool.
 //

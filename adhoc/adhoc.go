@@ -112,9 +112,48 @@ func New(d Deps) *Service {
 
 // Register installs the command IQ. It is AccessInvocable like invoke: the
 // router answers item-not-found, whatever was sent, to a requester who may
-// neither see nor invoke the endpoint nor holds a task there.
+// neither see nor invoke the endpoint nor holds a task there. The handler
+// itself answers item-not-found, whatever was sent, where the endpoint is
+// not open to the requester (open): a requester who holds a task at a
+// hidden or deactivated endpoint gets there, and must still not tell it
+// from a nonexistent one. The get handler exists only so that a wrong IQ
+// type is judged after the same check.
 func (s *Service) Register(r *component.Router) {
 	r.HandleEndpointIQ(component.IQSet, ns.Commands, "command", component.AccessInvocable, component.IQHandlerFunc(s.command))
+	r.HandleEndpointIQ(component.IQGet, ns.Commands, "command", component.AccessInvocable, component.IQHandlerFunc(s.commandGet))
+}
+
+// commandGet answers a command sent as an IQ get.
+func (s *Service) commandGet(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if !s.open(iq.From.Bare().String(), iq.To.Bare().String()) {
+		return nil, agentproto.ErrItemNotFound()
+	}
+	return nil, agentproto.ErrBadRequest("This request must be an IQ set.")
+}
+
+// open tells whether the endpoint's commands are open to the caller: it
+// has an active version with a backend, and the caller may invoke it. The
+// three checks run whatever the first answers.
+func (s *Service) open(caller, ep string) bool {
+	_, active := s.d.Reader.Active(ep)
+	may := s.d.Policy.CanInvoke(caller, ep)
+	run := s.runnable(ep)
+	return active && may && run
+}
+
+// heldSession is the caller's own submitted session sid on node at ep, or
+// nil. It lets a requester who ran a command at an endpoint that is no
+// longer open to it (hidden, deactivated, revoked) still refresh, answer
+// and cancel that task, as task IQs do: it already knows the endpoint.
+func (s *Service) heldSession(ctx context.Context, caller, ep, node, sid string) *tasks.Snapshot {
+	if !validSessionID(sid) {
+		return nil
+	}
+	snap, err := s.d.Engine.StateByRequest(ctx, caller, ep, requestID(sid))
+	if err != nil || snap == nil || snap.Tool != node {
+		return nil
+	}
+	return snap
 }
 
 // Features are the endpoint features the command surface adds: the
@@ -169,6 +208,13 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	node := c.AttrValue("node")
 	sid := c.AttrValue("sessionid")
 	action := c.AttrValue("action")
+	caller, ep := iq.From.Bare().String(), iq.To.Bare().String()
+	// Before anything about the request is judged: an endpoint that is not
+	// open to the caller answers item-not-found, byte for byte what a
+	// nonexistent one answers, unless this is the caller's own session.
+	if !s.open(caller, ep) && s.heldSession(ctx, caller, ep, node, sid) == nil {
+		return nil, agentproto.ErrItemNotFound()
+	}
 	if action == "" {
 		action = "execute"
 	}
@@ -182,7 +228,6 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	caller, ep := iq.From.Bare().String(), iq.To.Bare().String()
 	route := iq.From.String()
 	if sid == "" {
 		if action != "execute" && action != "complete" {

@@ -209,7 +209,6 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 	t.Logf("%d probes × hidden, deactivated, nonexistent × local, federated; reply: %s", len(adhocProbes()), local["plain"])
 }
 
-
 // errorPart is the <error/> element of a serialized error IQ.
 func errorPart(iq string) string {
 	i, j := strings.Index(iq, "<error"), strings.LastIndex(iq, "</error>")

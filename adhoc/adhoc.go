@@ -66,13 +66,22 @@ type Deps struct {
 	// (default 1h).
 	MaxPending int
 	PendingTTL time.Duration
+	// SettleWait is how long a submitted stage waits for its task to
+	// settle or ask for input before it answers with the executing stage,
+	// so that a quick tool answers completed with its result at once
+	// (default DefaultSettleWait; negative: no wait). MaxWaiting bounds the
+	// submissions waiting at once (default 4, a quarter of the component's
+	// IQ workers); the others answer at once.
+	SettleWait time.Duration
+	MaxWaiting int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Service serves the commands of every endpoint.
 type Service struct {
-	d Deps
+	d       Deps
+	waiting chan struct{} // one slot per submission waiting for its task
 
 	mu      sync.Mutex
 	pending map[string]*pending // session ID → first stage not yet submitted
@@ -89,6 +98,14 @@ type pending struct {
 
 // maxPendingPerCaller bounds one principal's open first stages.
 const maxPendingPerCaller = 64
+
+// DefaultSettleWait is how long a submitted stage waits for its task by
+// default (docs/adhoc.md).
+const DefaultSettleWait = 2 * time.Second
+
+// refreshStage is the StageVar of an executing stage: submitting it (with
+// any action but cancel) is a refresh.
+const refreshStage = "refresh"
 
 // New makes the service; Register installs its IQ handler.
 func New(d Deps) *Service {
@@ -107,7 +124,13 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{d: d, pending: map[string]*pending{}}
+	if d.SettleWait == 0 {
+		d.SettleWait = DefaultSettleWait
+	}
+	if d.MaxWaiting <= 0 {
+		d.MaxWaiting = 4
+	}
+	return &Service{d: d, pending: map[string]*pending{}, waiting: make(chan struct{}, d.MaxWaiting)}
 }
 
 // Register installs the command IQ. It is AccessInvocable like invoke: the
@@ -386,7 +409,7 @@ func (s *Service) submitStart(ctx context.Context, caller, route, node, sid stri
 	if err != nil {
 		return nil, s.mapError(err)
 	}
-	return s.render(ctx, caller, p.endpoint, node, sid, snap)
+	return s.render(ctx, caller, p.endpoint, node, sid, s.awaitSettled(ctx, caller, p.endpoint, snap))
 }
 
 func formStageError(err error) error {
@@ -401,6 +424,9 @@ func formStageError(err error) error {
 // again (a replay, or a conflict when the values differ) or the answer to
 // the pending input request.
 func (s *Service) submitLater(ctx context.Context, caller, route, ep, node, sid string, snap *tasks.Snapshot, form *dataform.Form) (*xmltree.Element, error) {
+	if isRefresh(form, snap) {
+		return s.render(ctx, caller, ep, node, sid, snap)
+	}
 	st := form.Value(StageVar)
 	if st == "start" || (st == "" && snap.State != agentproto.StateInputRequired) {
 		p := &pending{caller: caller, endpoint: ep, node: node, version: snap.APIVersion, hash: snap.ManifestHash}
@@ -446,7 +472,80 @@ func (s *Service) submitLater(ctx context.Context, caller, route, ep, node, sid 
 	if err != nil {
 		return nil, s.mapError(err)
 	}
-	return s.render(ctx, caller, ep, node, sid, fresh)
+	return s.render(ctx, caller, ep, node, sid, s.awaitSettled(ctx, caller, ep, fresh))
+}
+
+// isRefresh tells whether a form sent once the task exists only asks for
+// the current stage: it names the executing stage, or it carries no
+// values (Converse.js sends next and complete with an empty submit form)
+// and does not name the input request now pending, which an empty answer
+// may really be meant for.
+func isRefresh(form *dataform.Form, snap *tasks.Snapshot) bool {
+	st := form.Value(StageVar)
+	if st == refreshStage {
+		return true
+	}
+	for _, f := range form.Fields {
+		if f.Var != StageVar && f.Var != dataform.FormTypeVar && len(f.Values) > 0 {
+			return false
+		}
+	}
+	if in, ok := pendingInput(snap); ok {
+		if reqID, _, ok := parseInputStage(st); ok && reqID == in.RequestID {
+			return false
+		}
+	}
+	return true
+}
+
+// settled tells whether a task needs nothing more from a waiting stage.
+func settled(snap *tasks.Snapshot) bool {
+	return snap.State.Terminal() || snap.State == agentproto.StateInputRequired
+}
+
+// awaitSettled waits up to SettleWait for a just-submitted task to settle
+// or ask for input, woken by its committed events (and a slow poll, for
+// commits of another process), and returns its latest state. When
+// MaxWaiting submissions already wait it returns at once.
+func (s *Service) awaitSettled(ctx context.Context, caller, ep string, snap *tasks.Snapshot) *tasks.Snapshot {
+	if settled(snap) || s.d.SettleWait < 0 {
+		return snap
+	}
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		return snap
+	}
+	var woke <-chan struct{}
+	if s.d.Progress != nil {
+		ch, stop := s.d.Progress.watch(snap.TaskID)
+		defer stop()
+		woke = ch
+	}
+	timer := time.NewTimer(s.d.SettleWait)
+	defer timer.Stop()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		// Read first: an event committed before the watch began is seen.
+		fresh, err := s.d.Engine.State(ctx, caller, ep, snap.TaskID)
+		if err != nil {
+			return snap
+		}
+		snap = fresh
+		if settled(snap) {
+			return snap
+		}
+		select {
+		case <-ctx.Done():
+			return snap
+		case <-timer.C:
+			return snap
+		case <-woke:
+		case <-poll.C:
+		}
+	}
 }
 
 func (s *Service) cancel(ctx context.Context, caller, ep, node, sid string, snap *tasks.Snapshot) (*xmltree.Element, error) {

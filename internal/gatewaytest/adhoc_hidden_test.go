@@ -130,6 +130,31 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 		call(alice, ep)
 		call(bob, ep)
 	}
+	// Each also runs echo as an ad-hoc command at the to-be-hidden
+	// endpoint: their own sessions stay theirs afterwards.
+	_, bconn0 := e.DialConn("bob")
+	command := func(conn *xmppclient.Client, to string, c *xmltree.Element) *xmltree.Element {
+		t.Helper()
+		reply, err := conn.SendIQ(ctx, xmltree.New("jabber:client", "iq", "type", "set", "id", "cmd", "to", to).Add(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply.AttrValue("type") != "result" {
+			t.Fatalf("command: %s", reply)
+		}
+		return reply.Child(ns.Commands, "command")
+	}
+	ownSession := func(conn *xmppclient.Client) string {
+		t.Helper()
+		first := command(conn, hidden.String(), xmltree.New(ns.Commands, "command", "node", "echo", "action", "execute"))
+		sid := first.AttrValue("sessionid")
+		x := xmltree.New(ns.Data, "x", "type", "submit").Add(
+			xmltree.New(ns.Data, "field", "var", "agentgw-stage").Add(xmltree.New(ns.Data, "value").WithText("start")),
+			xmltree.New(ns.Data, "field", "var", "message").Add(xmltree.New(ns.Data, "value").WithText("mine")))
+		command(conn, hidden.String(), xmltree.New(ns.Commands, "command", "node", "echo", "sessionid", sid, "action", "complete").Add(x))
+		return sid
+	}
+	aliceSID, bobSID := ownSession(aconn), ownSession(bconn0)
 
 	// Then: weather is hidden from bob (visible to and invocable by carol
 	// only), the federated grant is revoked, and gone is deactivated.
@@ -204,6 +229,17 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 					t.Errorf("%s %s: %s differs from nonexistent:\n%-11s %s\nnonexistent %s", r.name, p.name, target.name, target.name, got, want)
 				}
 			}
+		}
+	}
+	// The exception: a requester's own submitted session still answers.
+	for who, own := range map[*xmppclient.Client]string{aconn: aliceSID, bconn: bobSID} {
+		var r *xmltree.Element
+		WaitFor(t, 30*time.Second, "the own session's result", func() bool {
+			r = command(who, hidden.String(), xmltree.New(ns.Commands, "command", "node", "echo", "sessionid", own, "action", "next"))
+			return r.AttrValue("status") == "completed"
+		})
+		if !strings.Contains(r.String(), "mine") {
+			t.Errorf("%s's own session at the hidden endpoint: %s", who.JID(), r)
 		}
 	}
 	t.Logf("%d probes × hidden, deactivated, nonexistent × local, federated; reply: %s", len(adhocProbes()), local["plain"])

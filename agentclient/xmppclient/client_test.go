@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 func dial(t *testing.T, srv *xmppharness.Server, user, pw string, presence bool) *xmppclient.Client {

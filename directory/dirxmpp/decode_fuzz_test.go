@@ -15,8 +15,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 )
 
 // The directory wire is fuzzed through Router.DispatchIQ, the exported

@@ -24,11 +24,11 @@ import (
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // Load shape of both admission benchmarks.

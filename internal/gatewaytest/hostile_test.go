@@ -26,6 +26,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // hostileCase is one hostile input. run sends it and reports what came
@@ -720,7 +721,7 @@ func (c *tapConn) since(mark int) []*xmltree.Element {
 func (c *tapConn) waitFor(t *testing.T, mark int, what string, match func(*xmltree.Element) bool) *xmltree.Element {
 	t.Helper()
 	var found *xmltree.Element
-	WaitFor(t, 20*time.Second, what, func() bool {
+	testkit.WaitFor(t, 20*time.Second, what, func() bool {
 		for _, m := range c.since(mark) {
 			if match(m) {
 				found = m

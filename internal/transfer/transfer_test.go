@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 func TestFetchRules(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/porttest"
+	"github.com/agentgw/agentgw/testkit/porttest"
 )
 
 // Server kinds.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestEmptySubmitIsRefresh: Converse.js sends next/complete refreshes with

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // inputReq is a task's input_required payload.

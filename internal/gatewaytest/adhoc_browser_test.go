@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // needBrowser returns the Chromium binary and the module root holding
@@ -28,10 +29,7 @@ func needBrowser(t *testing.T) (chromium, root string) {
 		t.Fatal(err)
 	}
 	missing := func(what string, err error) {
-		if xmppharness.InCI() {
-			t.Fatalf("%s missing (scripts/install-deps.sh installs it): %v", what, err)
-		}
-		t.Skipf("%s not installed (scripts/install-deps.sh): %v", what, err)
+		testkit.Unavailable(t, "%s not installed (scripts/install-deps.sh installs it): %v", what, err)
 	}
 	chromium = os.Getenv("AGENTGW_CHROMIUM")
 	if chromium == "" {
@@ -99,7 +97,7 @@ func TestAdhocConverseBrowser(t *testing.T) {
 	e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: EverythingTOML(t, "everything", srv.ComponentDomain)})
 	ep := e.Endpoint("everything")
 	c := e.Dial("alice")
-	WaitFor(t, 90*time.Second, "everything's published manifest", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "everything's published manifest", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := c.GetManifest(ctx, ep, "")
@@ -185,7 +183,7 @@ func TestAdhocConverseBrowser(t *testing.T) {
 		t.Errorf("cancel: the page shows an error: %s", got)
 	}
 	// And the task is cancelled in the store.
-	WaitFor(t, 60*time.Second, "the cancelled task", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the cancelled task", func() bool {
 		var n int
 		err := e.Gateway.DB.Write.QueryRow(`SELECT COUNT(*) FROM tasks WHERE tool = 'trigger-long-running-operation' AND caller = ? AND state = 'cancelled'`, e.JID("alice")).Scan(&n)
 		return err == nil && n == 1

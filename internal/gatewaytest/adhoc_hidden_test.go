@@ -9,12 +9,13 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // adhocProbe is one command IQ of the hidden/deactivated/missing matrix:
@@ -117,7 +118,7 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 			t.Fatalf("%s has no active manifest", ep)
 		}
 		var acc *agentclient.Accepted
-		WaitFor(t, 30*time.Second, "an invoke at "+ep, func() bool {
+		testkit.WaitFor(t, 30*time.Second, "an invoke at "+ep, func() bool {
 			var err error
 			acc, err = c.Invoke(ctx, jid.MustParse(ep), &agentclient.InvokeRequest{Tool: "echo", Version: m.Version, ManifestHash: m.Hash, Arguments: json.RawMessage(`{"message":"before"}`)})
 			return err == nil
@@ -175,7 +176,7 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 	_, bconn := e.DialConn("bob")
 
 	// Wait until alice's revocation applies (an invoke is refused).
-	WaitFor(t, 30*time.Second, "the revocation", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the revocation", func() bool {
 		_, err := alice.Info(ctx, hidden, "")
 		return ErrCondition(err) == "item-not-found"
 	})
@@ -234,7 +235,7 @@ func TestAdhocHiddenDeactivatedMissingIdentical(t *testing.T) {
 	// The exception: a requester's own submitted session still answers.
 	for who, own := range map[*xmppclient.Client]string{aconn: aliceSID, bconn: bobSID} {
 		var r *xmltree.Element
-		WaitFor(t, 30*time.Second, "the own session's result", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the own session's result", func() bool {
 			r = command(who, hidden.String(), xmltree.New(ns.Commands, "command", "node", "echo", "sessionid", own, "action", "next"))
 			return r.AttrValue("status") == "completed"
 		})

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

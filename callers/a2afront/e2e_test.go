@@ -26,8 +26,9 @@ import (
 
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/gatewaytest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 const (
@@ -61,10 +62,7 @@ func nodeTools(tb testing.TB) (node, root string) {
 		}
 	}
 	if len(missing) > 0 {
-		if xmppharness.InCI() {
-			tb.Fatalf("missing %v (npm ci at the module root)", missing)
-		}
-		tb.Skipf("missing %v; run npm ci at the module root", missing)
+		testkit.Unavailable(tb, "missing %v (npm ci at the module root)", missing)
 	}
 	return node, root
 }

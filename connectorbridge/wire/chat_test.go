@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

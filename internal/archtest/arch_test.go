@@ -82,8 +82,8 @@ var forbidden = map[string][]string{
 // harnesses, reference peers).
 func testHelper(p string) bool {
 	base := path.Base(p)
-	return strings.HasSuffix(base, "test") || p == "internal/xmppharness" || p == "internal/pgharness" ||
-		p == "internal/fuzzcheck" || p == "scripts" ||
+	return strings.HasSuffix(base, "test") || p == "testkit" || strings.HasPrefix(p, "testkit/") ||
+		strings.HasPrefix(p, "e2e/") || p == "scripts" ||
 		strings.HasPrefix(p, "connectorbridge/connectortest") || strings.HasPrefix(p, "accbridge/acctest")
 }
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/callers/agentclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 const accBenchAgents = 32

@@ -23,10 +23,10 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 	"github.com/agentgw/agentgw/xep/xmpptime"
 )

@@ -25,6 +25,7 @@ import (
 	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
@@ -720,7 +721,7 @@ func (c *tapConn) since(mark int) []*xmltree.Element {
 func (c *tapConn) waitFor(t *testing.T, mark int, what string, match func(*xmltree.Element) bool) *xmltree.Element {
 	t.Helper()
 	var found *xmltree.Element
-	WaitFor(t, 20*time.Second, what, func() bool {
+	testkit.WaitFor(t, 20*time.Second, what, func() bool {
 		for _, m := range c.since(mark) {
 			if match(m) {
 				found = m

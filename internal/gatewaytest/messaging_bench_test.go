@@ -19,8 +19,8 @@ import (
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

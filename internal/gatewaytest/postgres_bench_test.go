@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/callers/agentclient"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // BenchmarkMCPEchoPostgresVsSQLite calls server-everything's echo end to

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/callers/agentclient"
-	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // TestSecretsAuditPostgresDSN extends the secrets audit to the PostgreSQL

@@ -28,7 +28,7 @@ import (
 	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // Soak parameters. The task engine purges every minute (tasks.Config

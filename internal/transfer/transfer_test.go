@@ -18,7 +18,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

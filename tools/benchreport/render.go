@@ -415,7 +415,7 @@ func flatTop(text string, n int) []string {
 }
 
 func clientSide(fn string) bool {
-	for _, p := range []string{"internal/gatewaytest", "agentclient", "agentclient/xmppclient", "internal/xmppharness", "_test."} {
+	for _, p := range []string{"internal/gatewaytest", "agentclient", "agentclient/xmppclient", "testkit/", "_test."} {
 		if strings.Contains(fn, p) {
 			return true
 		}

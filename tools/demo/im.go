@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

@@ -14,7 +14,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

@@ -6,17 +6,16 @@ import (
 	"os"
 	"testing"
 	"time"
-)
 
-// InCI reports whether CI=true, where a missing server must fail the run.
-func InCI() bool { return os.Getenv("CI") == "true" }
+	"github.com/agentgw/agentgw/testkit"
+)
 
 // skipOrFail handles launch errors in tests: a missing binary skips outside
 // CI and fails under CI=true; anything else fails.
 func skipOrFail(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, ErrNotInstalled) && !InCI() {
-		t.Skipf("skipping: %v (run scripts/install-deps.sh)", err)
+	if errors.Is(err, ErrNotInstalled) {
+		testkit.Unavailable(t, "%v (run scripts/install-deps.sh)", err)
 	}
 	t.Fatal(err)
 }

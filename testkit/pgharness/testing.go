@@ -3,15 +3,12 @@ package pgharness
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit"
 )
-
-// InCI reports whether CI=true, where missing binaries fail the run.
-func InCI() bool { return os.Getenv("CI") == "true" }
 
 // Start starts a private server for the test and stops it on cleanup. It
 // skips the test when the binaries are absent, except under CI=true.
@@ -25,8 +22,8 @@ func Start(t testing.TB, o ...Options) *Server {
 	defer cancel()
 	s, err := Launch(ctx, opts)
 	if err != nil {
-		if errors.Is(err, ErrNotInstalled) && !InCI() {
-			t.Skipf("skipping: %v (run scripts/install-deps.sh)", err)
+		if errors.Is(err, ErrNotInstalled) {
+			testkit.Unavailable(t, "%v (run scripts/install-deps.sh)", err)
 		}
 		t.Fatal(err)
 	}

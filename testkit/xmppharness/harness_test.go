@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 

@@ -31,7 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentgw/agentgw/internal/porttest"
+	"github.com/agentgw/agentgw/testkit/porttest"
 )
 
 // ErrNotInstalled reports that the PostgreSQL server binaries are missing.

@@ -19,8 +19,8 @@ import (
 
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 // weatherManifest is the spec's tool-less vector manifest.
@@ -170,7 +170,7 @@ jid = "everything@%[1]s"
 command = %[2]s
 `, dom, tomlList(everythingCommand(t))))
 		// An existing store is opened and checked.
-		db, err := gateway.OpenStore(context.Background(), filepath.Join(e.dir, "agentgw.db"))
+		db, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

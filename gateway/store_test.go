@@ -50,19 +50,10 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	rows, err := db.Read.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY name`)
+	names, err := db.Applied(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
 	// Every legacy migration once, then only migrations newer than them
 	// (added since, e.g. 0021_selfreg.sql), each applied once.
 	if len(names) < len(legacyNames) || !slices.Equal(names[:len(legacyNames)], legacyNames) {

@@ -271,17 +271,15 @@ func (s *Cluster) Release(ctx context.Context, name, holder string) error {
 // List returns every lease.
 func (s *Cluster) List(ctx context.Context) ([]cluster.Lease, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, holder, expires, expires > now() FROM agentgw_leases ORDER BY name`)
+	out, err := collect(rows, err, func(row pgx.Row) (cluster.Lease, error) {
+		var l cluster.Lease
+		if err := row.Scan(&l.Name, &l.Holder, &l.Expires, &l.Live); err != nil {
+			return l, err
+		}
+		return l, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("clusterpg: leases: %w", err)
 	}
-	defer rows.Close()
-	var out []cluster.Lease
-	for rows.Next() {
-		var l cluster.Lease
-		if err := rows.Scan(&l.Name, &l.Holder, &l.Expires, &l.Live); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -85,21 +85,16 @@ func (s *Chats) Pending(ctx context.Context, endpoint string, dir chatdb.Directi
 		expires_at, created_at, attempts FROM connector_chat_queue
 		WHERE endpoint = $1 AND direction = $2 AND state = 'pending' ORDER BY seq LIMIT $3`,
 		endpoint, string(dir), limit)
-	if err != nil {
-		return nil, fmt.Errorf("chatpg: %w", err)
-	}
-	defer rows.Close()
-	var out []chatdb.Item
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (chatdb.Item, error) {
 		it := chatdb.Item{Endpoint: endpoint, Direction: dir, State: chatdb.Pending}
 		var exp, created int64
-		if err := rows.Scan(&it.MessageID, &it.ChannelID, &it.Conversation, &it.Payload, &exp, &created, &it.Attempts); err != nil {
-			return nil, fmt.Errorf("chatpg: %w", err)
+		if err := row.Scan(&it.MessageID, &it.ChannelID, &it.Conversation, &it.Payload, &exp, &created, &it.Attempts); err != nil {
+			return it, err
 		}
 		it.ExpiresAt, it.CreatedAt = time.UnixMilli(exp), time.UnixMilli(created)
-		out = append(out, it)
-	}
-	if err := rows.Err(); err != nil {
+		return it, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("chatpg: %w", err)
 	}
 	return out, nil

@@ -132,19 +132,14 @@ func (s *Directory) Deactivate(ctx context.Context, endpoint string) (changed bo
 func (s *Directory) Versions(ctx context.Context, endpoint string) ([]dirdb.Version, error) {
 	rows, err := s.db.Pool.Query(ctx,
 		`SELECT version, hash, active FROM directory_versions WHERE endpoint = $1 ORDER BY seq`, endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("dirpg: versions: %w", err)
-	}
-	defer rows.Close()
-	var out []dirdb.Version
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (dirdb.Version, error) {
 		v := dirdb.Version{Endpoint: endpoint}
-		if err := rows.Scan(&v.Version, &v.Hash, &v.Active); err != nil {
-			return nil, fmt.Errorf("dirpg: versions: %w", err)
+		if err := row.Scan(&v.Version, &v.Hash, &v.Active); err != nil {
+			return v, err
 		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+		return v, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("dirpg: versions: %w", err)
 	}
 	return out, nil
@@ -240,19 +235,18 @@ func (s *Directory) Load(ctx context.Context, need func(endpoint, version, hash 
 		return 0, nil, fmt.Errorf("dirpg: load: %w", err)
 	}
 	var needed []int
-	for rows.Next() {
+	err = each(rows, nil, func(row pgx.Row) error {
 		var v dirdb.Version
-		if err := rows.Scan(&v.Endpoint, &v.Version, &v.Hash, &v.Active); err != nil {
-			rows.Close()
-			return 0, nil, fmt.Errorf("dirpg: load: %w", err)
+		if err := row.Scan(&v.Endpoint, &v.Version, &v.Hash, &v.Active); err != nil {
+			return err
 		}
 		if need(v.Endpoint, v.Version, v.Hash) {
 			needed = append(needed, len(out))
 		}
 		out = append(out, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, nil, fmt.Errorf("dirpg: load: %w", err)
 	}
 	// One query for the needed contents, streamed one row at a time so a
@@ -272,22 +266,26 @@ func (s *Directory) Load(ctx context.Context, need func(endpoint, version, hash 
 	if err != nil {
 		return 0, nil, fmt.Errorf("dirpg: load: %w", err)
 	}
-	defer crows.Close()
-	for crows.Next() {
+	var cerr error // content's own error, passed on as it is
+	err = each(crows, nil, func(r pgx.Row) error {
 		var e, v string
 		var c []byte
-		if err := crows.Scan(&e, &v, &c); err != nil {
-			return 0, nil, fmt.Errorf("dirpg: load: %w", err)
+		if err := r.Scan(&e, &v, &c); err != nil {
+			return err
 		}
 		if i, ok := at[[2]string{e, v}]; ok {
 			row := out[i]
 			row.Canonical = c
-			if err := content(row); err != nil {
-				return 0, nil, err
+			if cerr = content(row); cerr != nil {
+				return cerr
 			}
 		}
+		return nil
+	})
+	if cerr != nil {
+		return 0, nil, cerr
 	}
-	if err := crows.Err(); err != nil {
+	if err != nil {
 		return 0, nil, fmt.Errorf("dirpg: load: %w", err)
 	}
 	return gen, out, nil

@@ -78,22 +78,20 @@ func (s *Grants) write(ctx context.Context, f func(pgx.Tx) error) error {
 
 func (s *Grants) List(ctx context.Context) ([]federation.Grant, error) {
 	rows, err := s.db.Pool.Query(ctx, `SELECT principal, endpoint, scope, created_at FROM trust_grants ORDER BY principal, endpoint`)
-	if err != nil {
-		return nil, fmt.Errorf("grantpg: %w", err)
-	}
-	defer rows.Close()
-	var out []federation.Grant
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (federation.Grant, error) {
 		var g federation.Grant
 		var scope int
-		if err := rows.Scan(&g.Principal, &g.Endpoint, &scope, &g.Created); err != nil {
-			return nil, fmt.Errorf("grantpg: %w", err)
+		if err := row.Scan(&g.Principal, &g.Endpoint, &scope, &g.Created); err != nil {
+			return g, err
 		}
 		g.Scope = federation.Scope(scope)
 		g.Created = g.Created.UTC()
-		out = append(out, g)
+		return g, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grantpg: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Grants) Generation(ctx context.Context) (int64, error) {

@@ -194,19 +194,8 @@ func (s *OAN) Items(ctx context.Context, account string, states ...string) ([]oa
 	}
 	rows, err := s.db.Pool.Query(ctx, `SELECT `+itemCols+` FROM oan_items WHERE account = $1 AND state = ANY($2)
 		ORDER BY seq, event_id`, account, states)
-	if err != nil {
-		return nil, wrapOAN(err)
-	}
-	defer rows.Close()
-	var out []oandb.Item
-	for rows.Next() {
-		it, err := scanItem(rows)
-		if err != nil {
-			return nil, wrapOAN(err)
-		}
-		out = append(out, it)
-	}
-	return out, wrapOAN(rows.Err())
+	out, err := collect(rows, err, scanItem)
+	return out, wrapOAN(err)
 }
 
 func (s *OAN) Item(ctx context.Context, account, eventID string) (oandb.Item, bool, error) {
@@ -239,19 +228,17 @@ func (s *OAN) Transition(ctx context.Context, account, eventID string, from []st
 
 func (s *OAN) PendingOutbound(ctx context.Context, account string) ([]oandb.Outbound, error) {
 	rows, err := s.db.Pool.Query(ctx, `SELECT id, gofer_id, body FROM oan_outbound WHERE account = $1 AND NOT delivered ORDER BY n`, account)
+	out, err := collect(rows, err, func(row pgx.Row) (oandb.Outbound, error) {
+		var o oandb.Outbound
+		if err := row.Scan(&o.ID, &o.GoferID, &o.Body); err != nil {
+			return o, err
+		}
+		return o, nil
+	})
 	if err != nil {
 		return nil, wrapOAN(err)
 	}
-	defer rows.Close()
-	var out []oandb.Outbound
-	for rows.Next() {
-		var o oandb.Outbound
-		if err := rows.Scan(&o.ID, &o.GoferID, &o.Body); err != nil {
-			return nil, wrapOAN(err)
-		}
-		out = append(out, o)
-	}
-	return out, wrapOAN(rows.Err())
+	return out, nil
 }
 
 func (s *OAN) Delivered(ctx context.Context, account, id string) error {

@@ -158,22 +158,17 @@ func (d *Tasks) TaskState(ctx context.Context, id string) (*taskdb.Task, *taskdb
 func (d *Tasks) Events(ctx context.Context, taskID string) ([]taskdb.Event, error) {
 	rows, err := d.db.Pool.Query(ctx, `SELECT task_id, revision, event_id, type, payload, created_ns
 		FROM task_events WHERE task_id = $1 ORDER BY revision`, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("taskpg: events: %w", err)
-	}
-	defer rows.Close()
-	var out []taskdb.Event
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (taskdb.Event, error) {
 		var e taskdb.Event
 		var typ string
 		var created int64
-		if err := rows.Scan(&e.TaskID, &e.Revision, &e.EventID, &typ, &e.Payload, &created); err != nil {
-			return nil, fmt.Errorf("taskpg: events: %w", err)
+		if err := row.Scan(&e.TaskID, &e.Revision, &e.EventID, &typ, &e.Payload, &created); err != nil {
+			return e, err
 		}
 		e.Type, e.Created = agentproto.EventType(typ), fromNS(created)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return e, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("taskpg: events: %w", err)
 	}
 	return out, nil
@@ -186,19 +181,7 @@ func (d *Tasks) Unsettled(ctx context.Context) ([]taskdb.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskpg: unsettled: %w", err)
 	}
-	defer rows.Close()
-	var out []taskdb.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("taskpg: unsettled: %w", err)
-	}
-	return out, nil
+	return collectTasks(rows)
 }
 
 // RetainedBytes sums arguments and result of every terminal task per caller.
@@ -212,17 +195,17 @@ func (d *Tasks) RetainedBytes(ctx context.Context) (map[string]int64, error) {
 }
 
 func scanBytes(rows pgx.Rows) (map[string]int64, error) {
-	defer rows.Close()
 	out := map[string]int64{}
-	for rows.Next() {
+	err := each(rows, nil, func(row pgx.Row) error {
 		var caller string
 		var n int64
-		if err := rows.Scan(&caller, &n); err != nil {
-			return nil, fmt.Errorf("taskpg: retained bytes: %w", err)
+		if err := row.Scan(&caller, &n); err != nil {
+			return err
 		}
 		out[caller] = n
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("taskpg: retained bytes: %w", err)
 	}
 	return out, nil
@@ -535,7 +518,7 @@ func (t *TaskTx) PurgeableBytes(now time.Time) (map[string]int64, error) {
 // TaskCounts reads the number of tasks in each state (the metrics).
 func (db *DB) TaskCounts(ctx context.Context) (map[string]int, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT state, count(*) FROM tasks GROUP BY state`)
-	counts, err := collect(rows, err, func(r pgx.CollectableRow) (stateCount, error) {
+	counts, err := collect(rows, err, func(r pgx.Row) (stateCount, error) {
 		var c stateCount
 		return c, r.Scan(&c.state, &c.n)
 	})

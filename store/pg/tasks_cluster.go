@@ -63,33 +63,28 @@ func (d *Tasks) Instances(ctx context.Context) ([]taskdb.Instance, error) {
 	rows, err := d.db.Pool.Query(ctx, `SELECT i.name, i.joined, i.expires, i.expires > now(),
 			(SELECT count(*) FROM tasks t WHERE t.owner = i.name AND t.result IS NULL)
 		FROM instances i ORDER BY i.name`)
+	out, err := collect(rows, err, func(row pgx.Row) (taskdb.Instance, error) {
+		var in taskdb.Instance
+		if err := row.Scan(&in.Name, &in.Joined, &in.Expires, &in.Live, &in.Unsettled); err != nil {
+			return in, err
+		}
+		in.Joined, in.Expires = in.Joined.UTC(), in.Expires.UTC()
+		return in, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("taskpg: instances: %w", err)
 	}
-	defer rows.Close()
-	var out []taskdb.Instance
-	for rows.Next() {
-		var in taskdb.Instance
-		if err := rows.Scan(&in.Name, &in.Joined, &in.Expires, &in.Live, &in.Unsettled); err != nil {
-			return nil, fmt.Errorf("taskpg: instances: %w", err)
-		}
-		in.Joined, in.Expires = in.Joined.UTC(), in.Expires.UTC()
-		out = append(out, in)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func collectTasks(rows pgx.Rows) ([]taskdb.Task, error) {
-	defer rows.Close()
-	var out []taskdb.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
+	return collect(rows, nil, func(row pgx.Row) (taskdb.Task, error) {
+		t, err := scanTask(row)
 		if err != nil {
-			return nil, err
+			return taskdb.Task{}, err
 		}
-		out = append(out, *t)
-	}
-	return out, rows.Err()
+		return *t, nil
+	})
 }
 
 // Owned lists owner's unsettled tasks, oldest first.

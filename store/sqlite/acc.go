@@ -67,19 +67,8 @@ func (s *ACC) ConnectorByID(ctx context.Context, id string) (accdb.Connector, bo
 
 func (s *ACC) Connectors(ctx context.Context) ([]accdb.Connector, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT `+connCols+` FROM acc_connectors ORDER BY name`)
-	if err != nil {
-		return nil, wrapACC(err)
-	}
-	defer rows.Close()
-	var out []accdb.Connector
-	for rows.Next() {
-		c, err := scanConn(rows)
-		if err != nil {
-			return nil, wrapACC(err)
-		}
-		out = append(out, c)
-	}
-	return out, wrapACC(rows.Err())
+	out, err := collect(rows, err, scanConn)
+	return out, wrapACC(err)
 }
 
 func (s *ACC) Revoke(ctx context.Context, name, at string) (bool, error) {
@@ -147,17 +136,6 @@ func (s *ACC) SetRunState(ctx context.Context, runID string, state accdb.RunStat
 
 func (s *ACC) OpenRuns(ctx context.Context, connectorID string) ([]accdb.Run, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT `+runCols+` FROM acc_runs WHERE connector_id = ? AND state <> 'done' ORDER BY run_id`, connectorID)
-	if err != nil {
-		return nil, wrapACC(err)
-	}
-	defer rows.Close()
-	var out []accdb.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, wrapACC(err)
-		}
-		out = append(out, r)
-	}
-	return out, wrapACC(rows.Err())
+	out, err := collect(rows, err, scanRun)
+	return out, wrapACC(err)
 }

@@ -82,21 +82,19 @@ func (s *Chats) Pending(ctx context.Context, endpoint string, dir chatdb.Directi
 		expires_at, created_at, attempts FROM connector_chat_queue
 		WHERE endpoint = ? AND direction = ? AND state = 'pending' ORDER BY seq LIMIT ?`,
 		endpoint, string(dir), limit)
+	out, err := collect(rows, err, func(row scanner) (chatdb.Item, error) {
+		it := chatdb.Item{Endpoint: endpoint, Direction: dir, State: chatdb.Pending}
+		var exp, created int64
+		if err := row.Scan(&it.MessageID, &it.ChannelID, &it.Conversation, &it.Payload, &exp, &created, &it.Attempts); err != nil {
+			return it, err
+		}
+		it.ExpiresAt, it.CreatedAt = time.UnixMilli(exp), time.UnixMilli(created)
+		return it, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("chatsqlite: %w", err)
 	}
-	defer rows.Close()
-	var out []chatdb.Item
-	for rows.Next() {
-		it := chatdb.Item{Endpoint: endpoint, Direction: dir, State: chatdb.Pending}
-		var exp, created int64
-		if err := rows.Scan(&it.MessageID, &it.ChannelID, &it.Conversation, &it.Payload, &exp, &created, &it.Attempts); err != nil {
-			return nil, fmt.Errorf("chatsqlite: %w", err)
-		}
-		it.ExpiresAt, it.CreatedAt = time.UnixMilli(exp), time.UnixMilli(created)
-		out = append(out, it)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Chats) Attempt(ctx context.Context, endpoint string, dir chatdb.Direction, id string) error {

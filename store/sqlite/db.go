@@ -121,6 +121,16 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	return nil
 }
 
+// Applied lists the recorded migrations in name order.
+func (db *DB) Applied(ctx context.Context) ([]string, error) {
+	rows, err := db.Read.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY name`)
+	names, err := collect(rows, err, scanOne[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	return names, nil
+}
+
 // QuickCheck runs PRAGMA quick_check and returns nil when it reports ok.
 func (db *DB) QuickCheck(ctx context.Context) error {
 	return pragmaCheck(ctx, db.Read, "quick_check")
@@ -136,19 +146,15 @@ func pragmaCheck(ctx context.Context, q *sql.DB, pragma string) error {
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", pragma, err)
 	}
-	defer rows.Close()
+	lines, err := collect(rows, nil, scanOne[string])
+	if err != nil {
+		return err
+	}
 	var problems []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return err
-		}
+	for _, s := range lines {
 		if s != "ok" {
 			problems = append(problems, s)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("store: %s: %s", pragma, strings.Join(problems, "; "))

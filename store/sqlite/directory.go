@@ -133,19 +133,14 @@ func (s *Directory) Deactivate(ctx context.Context, endpoint string) (changed bo
 func (s *Directory) Versions(ctx context.Context, endpoint string) ([]dirdb.Version, error) {
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT version, hash, active FROM directory_versions WHERE endpoint = ? ORDER BY seq`, endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("dirsqlite: versions: %w", err)
-	}
-	defer rows.Close()
-	var out []dirdb.Version
-	for rows.Next() {
+	out, err := collect(rows, err, func(row scanner) (dirdb.Version, error) {
 		v := dirdb.Version{Endpoint: endpoint}
-		if err := rows.Scan(&v.Version, &v.Hash, &v.Active); err != nil {
-			return nil, fmt.Errorf("dirsqlite: versions: %w", err)
+		if err := row.Scan(&v.Version, &v.Hash, &v.Active); err != nil {
+			return v, err
 		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+		return v, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("dirsqlite: versions: %w", err)
 	}
 	return out, nil
@@ -188,20 +183,11 @@ func (s *Directory) RemoveEndpoint(ctx context.Context, endpoint string, expect 
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
 			`SELECT version, hash FROM directory_versions WHERE endpoint = ?`, endpoint)
-		if err != nil {
-			return err
-		}
-		var have []dirdb.Version
-		for rows.Next() {
+		have, err := collect(rows, err, func(row scanner) (dirdb.Version, error) {
 			var v dirdb.Version
-			if err := rows.Scan(&v.Version, &v.Hash); err != nil {
-				rows.Close()
-				return err
-			}
-			have = append(have, v)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return v, row.Scan(&v.Version, &v.Hash)
+		})
+		if err != nil {
 			return err
 		}
 		if len(have) == 0 {
@@ -265,19 +251,18 @@ func (s *Directory) Load(ctx context.Context, need func(endpoint, version, hash 
 		return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
 	}
 	var needed []int
-	for rows.Next() {
+	err = each(rows, nil, func(row scanner) error {
 		var v dirdb.Version
-		if err := rows.Scan(&v.Endpoint, &v.Version, &v.Hash, &v.Active); err != nil {
-			rows.Close()
-			return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
+		if err := row.Scan(&v.Endpoint, &v.Version, &v.Hash, &v.Active); err != nil {
+			return err
 		}
 		if need(v.Endpoint, v.Version, v.Hash) {
 			needed = append(needed, len(out))
 		}
 		out = append(out, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
 	}
 	if len(needed) == 0 {
@@ -293,22 +278,26 @@ func (s *Directory) Load(ctx context.Context, need func(endpoint, version, hash 
 		if err != nil {
 			return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
+		var cerr error // content's own error, passed on as it is
+		err = each(rows, nil, func(r scanner) error {
 			var e, v string
 			var c []byte
-			if err := rows.Scan(&e, &v, &c); err != nil {
-				return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
+			if err := r.Scan(&e, &v, &c); err != nil {
+				return err
 			}
 			if i, ok := at[[2]string{e, v}]; ok {
 				row := out[i]
 				row.Canonical = c
-				if err := content(row); err != nil {
-					return 0, nil, err
+				if cerr = content(row); cerr != nil {
+					return cerr
 				}
 			}
+			return nil
+		})
+		if cerr != nil {
+			return 0, nil, cerr
 		}
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return 0, nil, fmt.Errorf("dirsqlite: load: %w", err)
 		}
 		return gen, out, nil

@@ -76,23 +76,18 @@ func (s *Grants) write(ctx context.Context, f func(*sql.Tx) error) error {
 
 func (s *Grants) List(ctx context.Context) ([]federation.Grant, error) {
 	rows, err := s.db.Read.QueryContext(ctx, `SELECT principal, endpoint, scope, created_at FROM trust_grants ORDER BY principal, endpoint`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []federation.Grant
-	for rows.Next() {
+	out, err := collect(rows, err, func(row scanner) (federation.Grant, error) {
 		var g federation.Grant
 		var scope int
 		var created string
-		if err := rows.Scan(&g.Principal, &g.Endpoint, &scope, &created); err != nil {
-			return nil, err
+		if err := row.Scan(&g.Principal, &g.Endpoint, &scope, &created); err != nil {
+			return g, err
 		}
 		g.Scope = federation.Scope(scope)
 		g.Created, _ = time.Parse(time.RFC3339Nano, created)
-		out = append(out, g)
-	}
-	return out, rows.Err()
+		return g, nil
+	})
+	return out, err
 }
 
 func (s *Grants) Generation(ctx context.Context) (int64, error) {

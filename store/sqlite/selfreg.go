@@ -44,26 +44,24 @@ func (s *SelfReg) Record(ctx context.Context, endpoint string, t time.Time) erro
 
 func (s *SelfReg) Records(ctx context.Context) ([]selfregdb.Record, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT endpoint, first_at, last_at FROM selfreg_endpoints ORDER BY endpoint`)
+	out, err := collect(rows, err, func(row scanner) (selfregdb.Record, error) {
+		var r selfregdb.Record
+		var first, last string
+		if err := row.Scan(&r.Endpoint, &first, &last); err != nil {
+			return r, err
+		}
+		if r.First, err = parseTime(first); err != nil {
+			return r, err
+		}
+		if r.Last, err = parseTime(last); err != nil {
+			return r, err
+		}
+		return r, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("selfregsqlite: records: %w", err)
 	}
-	defer rows.Close()
-	var out []selfregdb.Record
-	for rows.Next() {
-		var r selfregdb.Record
-		var first, last string
-		if err := rows.Scan(&r.Endpoint, &first, &last); err != nil {
-			return nil, fmt.Errorf("selfregsqlite: records: %w", err)
-		}
-		if r.First, err = parseTime(first); err != nil {
-			return nil, fmt.Errorf("selfregsqlite: records: %w", err)
-		}
-		if r.Last, err = parseTime(last); err != nil {
-			return nil, fmt.Errorf("selfregsqlite: records: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *SelfReg) Ban(ctx context.Context, endpoint, reason string, t time.Time) error {
@@ -107,21 +105,19 @@ func (s *SelfReg) Banned(ctx context.Context, endpoint string) (bool, error) {
 
 func (s *SelfReg) Bans(ctx context.Context) ([]selfregdb.Ban, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT endpoint, reason, at FROM selfreg_bans ORDER BY endpoint`)
+	out, err := collect(rows, err, func(row scanner) (selfregdb.Ban, error) {
+		var b selfregdb.Ban
+		var at string
+		if err := row.Scan(&b.Endpoint, &b.Reason, &at); err != nil {
+			return b, err
+		}
+		if b.At, err = parseTime(at); err != nil {
+			return b, err
+		}
+		return b, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("selfregsqlite: bans: %w", err)
 	}
-	defer rows.Close()
-	var out []selfregdb.Ban
-	for rows.Next() {
-		var b selfregdb.Ban
-		var at string
-		if err := rows.Scan(&b.Endpoint, &b.Reason, &at); err != nil {
-			return nil, fmt.Errorf("selfregsqlite: bans: %w", err)
-		}
-		if b.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("selfregsqlite: bans: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return out, nil
 }

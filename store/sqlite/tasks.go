@@ -218,21 +218,19 @@ func (d *Tasks) TaskState(ctx context.Context, id string) (*taskdb.Task, *taskdb
 func (d *Tasks) Events(ctx context.Context, taskID string) ([]taskdb.Event, error) {
 	rows, err := d.db.Read.QueryContext(ctx, `SELECT task_id, revision, event_id, type, payload, created_ns
 		FROM task_events WHERE task_id = ? ORDER BY revision`, taskID)
+	out, err := collect(rows, err, func(row scanner) (taskdb.Event, error) {
+		var e taskdb.Event
+		var created int64
+		if err := row.Scan(&e.TaskID, &e.Revision, &e.EventID, &e.Type, &e.Payload, &created); err != nil {
+			return e, err
+		}
+		e.Created = fromNS(created)
+		return e, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tasksqlite: events: %w", err)
 	}
-	defer rows.Close()
-	var out []taskdb.Event
-	for rows.Next() {
-		var e taskdb.Event
-		var created int64
-		if err := rows.Scan(&e.TaskID, &e.Revision, &e.EventID, &e.Type, &e.Payload, &created); err != nil {
-			return nil, fmt.Errorf("tasksqlite: events: %w", err)
-		}
-		e.Created = fromNS(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Unsettled lists every non-terminal task.
@@ -242,16 +240,7 @@ func (d *Tasks) Unsettled(ctx context.Context) ([]taskdb.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tasksqlite: unsettled: %w", err)
 	}
-	defer rows.Close()
-	var out []taskdb.Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *t)
-	}
-	return out, rows.Err()
+	return collect(rows, nil, scanTaskValue)
 }
 
 // RetainedBytes sums arguments and result of every terminal task per caller.
@@ -265,17 +254,29 @@ func (d *Tasks) RetainedBytes(ctx context.Context) (map[string]int64, error) {
 }
 
 func scanBytes(rows *sql.Rows) (map[string]int64, error) {
-	defer rows.Close()
 	out := map[string]int64{}
-	for rows.Next() {
+	err := each(rows, nil, func(row scanner) error {
 		var caller string
 		var n int64
-		if err := rows.Scan(&caller, &n); err != nil {
-			return nil, fmt.Errorf("tasksqlite: retained bytes: %w", err)
+		if err := row.Scan(&caller, &n); err != nil {
+			return fmt.Errorf("tasksqlite: retained bytes: %w", err)
 		}
 		out[caller] = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// scanTaskValue is scanTask for a list.
+func scanTaskValue(s scanner) (taskdb.Task, error) {
+	t, err := scanTask(s)
+	if err != nil {
+		return taskdb.Task{}, err
+	}
+	return *t, nil
 }
 
 // VersionReferenced reports whether any stored task pins endpoint@version.

@@ -21,7 +21,7 @@ import (
 
 // BenchmarkAdmitPostgresVsSQLite measures durable admissions with each
 // store driver in the same run: b.N admissions through the engine on
-// tasksqlite (synchronous=FULL on disk) and b.N on taskpg against a
+// store/sqlite (synchronous=FULL on disk) and b.N on store/pg against a
 // private PostgreSQL with fsync on (the harness's durable mode), from
 // 64 × GOMAXPROCS concurrent callers each, tasks held accepted as in
 // BenchmarkAdmit. It reports both rates, the ratio postgres/sqlite and

@@ -138,7 +138,7 @@ func (h *harness) open() {
 	h.t.Helper()
 	cfg := h.cfg
 	if pgMode() {
-		// AGENTGW_TASKS_DRIVER=postgres: the same tests on taskpg, one
+		// AGENTGW_TASKS_DRIVER=postgres: the same tests on store/pg, one
 		// database per harness path (a restart reopens it).
 		db := openPG(h.t, h.path)
 		h.db, cfg.Driver = pgHarnessDB{db}, pg.NewTasks(db)

@@ -1,6 +1,6 @@
 // This file keeps the agent-control-center state in PostgreSQL
 // (migrations/0017_acc.sql): it implements accdb.Driver, checked by
-// accbridge/accdbtest like accbridge/accsqlite.
+// store/storetest like store/sqlite.
 
 package pg
 

@@ -28,7 +28,7 @@ func TestACCConformance(t *testing.T) {
 }
 
 // The schema's CHECKs and keys hold for a writer that skips the driver
-// (the same list as accsqlite's tables).
+// (the same list as store/sqlite's tables).
 func TestACCStoreGuards(t *testing.T) {
 	srv := pgharness.Start(t)
 	_, db := openACC(t, srv.NewDatabase(t))

@@ -1,8 +1,8 @@
 // This file keeps the xAgent Connector bindings in PostgreSQL
 // (migrations/0004_connector.sql): it implements bindingdb.Driver, checked
-// by connectorbridge/bindingdbtest like connectorbridge/bindingsqlite.
+// by store/storetest like store/sqlite.
 //
-// Claims are held in the Store value, as in bindingsqlite: one connection
+// Claims are held in the Store value, as in store/sqlite: one connection
 // per connector_card_id within one process. Across instances sharing the
 // database a claim must become a lease in the database; that is the
 // cluster's (issue 19, part B) and extends this driver.

@@ -1,6 +1,6 @@
 // This file keeps the connector bridge's IM v2 queues in PostgreSQL
 // (migrations/0016b_connector_chat.sql): it implements chatdb.Driver,
-// checked by connectorbridge/chatdbtest like connectorbridge/chatsqlite.
+// checked by store/storetest like store/sqlite.
 
 package pg
 

@@ -27,7 +27,7 @@ func TestChatsConformance(t *testing.T) {
 }
 
 // The schema's CHECKs hold for a writer that skips the driver's checks
-// (the same list as chatsqlite's table).
+// (the same list as store/sqlite's table).
 func TestChatsStoreGuards(t *testing.T) {
 	srv := pgharness.Start(t)
 	_, db := openChats(t, srv.NewDatabase(t))

@@ -1,6 +1,6 @@
 // This file stores the agent directory of urn:xmpp:agent-api:0 in
-// PostgreSQL: it implements dirdb.Driver, checked by directory/dirdbtest
-// like directory/dirsqlite. Every committed change bumps change_generation
+// PostgreSQL: it implements dirdb.Driver, checked by store/storetest
+// like store/sqlite. Every committed change bumps change_generation
 // so that other instances and operator commands notice it.
 //
 // Each method is one transaction with guarded statements; the invariants

@@ -35,7 +35,7 @@ func TestDirectoryConformance(t *testing.T) {
 }
 
 // The schema guards hold for a writer that skips the driver's checks (the
-// same list as dirsqlite's).
+// same list as store/sqlite's).
 func TestDirectoryStoreGuards(t *testing.T) {
 	srv := pgharness.Start(t)
 	s, db := openDirectory(t, srv.NewDatabase(t))

@@ -1,6 +1,6 @@
 // This file keeps federation trust grants in PostgreSQL
 // (migrations/0003_federation.sql): it implements federation.GrantStore,
-// checked by federation/grantstoretest like federation/grantsqlite.
+// checked by store/storetest like store/sqlite.
 
 package pg
 

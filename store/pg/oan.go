@@ -1,6 +1,6 @@
 // This file keeps the OpenAgentNetwork bridge's cursor, applied events
 // and their effects in PostgreSQL (migrations/0018_oan.sql): it implements
-// oandb.Driver, checked by oanbridge/oandbtest like oanbridge/oansqlite.
+// oandb.Driver, checked by store/storetest like store/sqlite.
 //
 // SQLite serializes writers; here every write transaction takes the
 // account's row lock first (SELECT … FOR UPDATE), so the check-then-insert

@@ -1,7 +1,7 @@
 // This file stores the Self Registration records and bans in
 // PostgreSQL: it implements selfregdb.Driver, checked by
-// directory/selfregdbtest like directory/selfregsqlite. A ban bumps the
-// change generation (internal/pgstore), so running gateways reload and
+// store/storetest like store/sqlite. A ban bumps the
+// change generation (store/pg), so running gateways reload and
 // notice it together with the deactivation `agentgw admin ban` makes.
 
 package pg

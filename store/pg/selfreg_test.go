@@ -21,7 +21,7 @@ func TestSelfRegConformance(t *testing.T) {
 }
 
 // A ban moves the change generation, which running gateways poll, as
-// selfregsqlite's does.
+// store/sqlite's does.
 func TestBanBumpsGeneration(t *testing.T) {
 	db := pgharness.Start(t).Open(t)
 	ctx := context.Background()

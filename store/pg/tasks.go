@@ -1,6 +1,6 @@
 // This file stores the task engine's rows in PostgreSQL (migration
 // migrations/0002_tasks.sql): it implements taskdb.Driver over a pgx pool,
-// checked by tasks/taskdbtest like tasks/tasksqlite.
+// checked by store/storetest like store/sqlite.
 //
 // Group commit is the engine's, as with SQLite: one Begin per batch, one
 // savepoint per operation, one COMMIT (one WAL flush) for the batch.
@@ -434,7 +434,7 @@ func (t *TaskTx) UpdateTask(task *taskdb.Task, prevRev int64, from ...agentproto
 		tag pgconn.CommandTag
 		err error
 	)
-	// Only a settlement writes result and purge_after_ns, as in tasksqlite.
+	// Only a settlement writes result and purge_after_ns, as in store/sqlite.
 	if task.Result == nil {
 		tag, err = t.exec(`UPDATE tasks SET state = $1, revision = $2, dispatched = $3, updated_ns = $4,
 			input_request_id = $5, cancel_key = $6, cancel_revision = $7

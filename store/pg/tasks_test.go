@@ -43,7 +43,7 @@ func TestTasksConformance(t *testing.T) {
 }
 
 // The schema itself refuses what the engine must never do, also for a
-// writer that bypasses the driver (the same list as tasksqlite's).
+// writer that bypasses the driver (the same list as store/sqlite's).
 func TestTasksSchemaInvariants(t *testing.T) {
 	srv := pgharness.Start(t)
 	db, d := openTasks(t, srv.NewDatabase(t))

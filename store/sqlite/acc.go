@@ -1,6 +1,6 @@
 // This file keeps the agent-control-center state in the gateway's
 // SQLite store (migrations/0017_acc.sql): it implements accdb.Driver,
-// checked by accbridge/accdbtest.
+// checked by store/storetest.
 
 package sqlite
 

@@ -1,6 +1,6 @@
 // This file keeps the xAgent Connector bindings in the
 // gateway's SQLite store (migrations/0004_connector.sql): it implements
-// bindingdb.Driver, checked by connectorbridge/bindingdbtest.
+// bindingdb.Driver, checked by store/storetest.
 
 package sqlite
 

@@ -1,6 +1,6 @@
 // This file keeps the connector bridge's IM v2 queues in the
 // gateway's SQLite store (migrations/0016b_connector_chat.sql): it
-// implements chatdb.Driver, checked by connectorbridge/chatdbtest.
+// implements chatdb.Driver, checked by store/storetest.
 
 package sqlite
 

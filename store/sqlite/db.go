@@ -1,10 +1,12 @@
-// Package store opens agentgw's SQLite database: WAL mode, synchronous=FULL,
-// one writer connection, a pool of read-only readers, and the schema
-// history. Each SQLite driver (tasks/tasksqlite, directory/dirsqlite,
-// federation/grantsqlite, connectorbridge/bindingsqlite) keeps its queries
-// and its migration set beside it and hands the set to Open; this package
-// owns only the file, its settings, the change generation every driver
-// may bump (migrations/0000_base.sql) and the record of applied migrations.
+// Package sqlite is agentgw's SQLite store: the database file (WAL mode,
+// synchronous=FULL, one writer connection, a pool of read-only readers),
+// its one migrations folder and the record of applied migrations (db.go),
+// and one driver per feature, a file each: tasks.go (taskdb.Driver),
+// directory.go (dirdb.Driver), grants.go (federation.GrantStore),
+// bindings.go (bindingdb.Driver), chats.go (chatdb.Driver), acc.go
+// (accdb.Driver), oan.go (oandb.Driver) and selfreg.go (selfregdb.Driver).
+// It is the twin of store/pg; store/storetest is the conformance suite
+// both run.
 package sqlite
 
 import (

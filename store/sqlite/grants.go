@@ -1,6 +1,6 @@
 // This file keeps federation trust grants in the gateway's SQLite
 // store (migrations/0003_federation.sql): it implements
-// federation.GrantStore, checked by federation/grantstoretest.
+// federation.GrantStore, checked by store/storetest.
 
 package sqlite
 

@@ -1,7 +1,7 @@
 // This file keeps the OpenAgentNetwork bridge's cursor, applied
 // events and their effects in the gateway's SQLite store
 // (migrations/0018_oan.sql): it implements oandb.Driver, checked by
-// oanbridge/oandbtest.
+// store/storetest.
 
 package sqlite
 

@@ -1,5 +1,5 @@
 // This file is the conformance suite of accdb.Driver: every ACC
-// store driver (accbridge/accsqlite, accbridge/accpg) runs
+// store driver (store/sqlite, store/pg) runs
 // Exercise from its tests and must pass it unchanged.
 
 package storetest

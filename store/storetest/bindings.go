@@ -1,5 +1,5 @@
 // This file is the conformance suite of bindingdb.Driver: every
-// connector binding driver (connectorbridge/bindingsqlite now, a PostgreSQL
+// connector binding driver (store/sqlite now, a PostgreSQL
 // driver later) runs Exercise from its tests and must pass it unchanged.
 
 package storetest

@@ -1,5 +1,5 @@
 // This file is the conformance suite of chatdb.Driver: every chat
-// queue driver (connectorbridge/chatsqlite, connectorbridge/chatpg)
+// queue driver (store/sqlite, store/pg)
 // runs Exercise from its tests and must pass it unchanged.
 
 package storetest

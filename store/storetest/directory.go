@@ -1,5 +1,5 @@
 // This file is the conformance suite of dirdb.Driver: every
-// directory driver (directory/dirsqlite now, a PostgreSQL driver later)
+// directory driver (store/sqlite now, a PostgreSQL driver later)
 // runs Exercise from its tests and must pass it unchanged.
 
 package storetest

@@ -1,5 +1,5 @@
 // This file is the conformance suite of federation.GrantStore:
-// every grant driver (federation/grantsqlite now, a PostgreSQL driver
+// every grant driver (store/sqlite now, a PostgreSQL driver
 // later) runs Exercise from its tests and must pass it unchanged.
 
 package storetest

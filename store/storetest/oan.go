@@ -1,5 +1,5 @@
 // This file is the conformance suite of oandb.Driver: every driver
-// (oansqlite, oanpg) runs Exercise from its tests.
+// (store/sqlite, store/pg) runs Exercise from its tests.
 
 package storetest
 

@@ -1,5 +1,5 @@
 // This file is the conformance suite of taskdb.Driver: every task
-// driver (tasks/tasksqlite now, a PostgreSQL driver later) runs Exercise
+// driver (store/sqlite now, a PostgreSQL driver later) runs Exercise
 // from its tests and must pass it unchanged.
 
 package storetest

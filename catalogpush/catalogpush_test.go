@@ -12,8 +12,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 type sender struct {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func pgConfig(t *testing.T, dsn string) *config.Config {

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // harnessDB is the harness's store handle: *sqlite.DB, or pgHarnessDB in

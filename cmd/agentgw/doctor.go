@@ -30,9 +30,9 @@ import (
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/mcpbridge"
 	"github.com/agentgw/agentgw/oanbridge"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func init() {

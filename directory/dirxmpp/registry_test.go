@@ -16,8 +16,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // realRouter wires the handlers to the real SQLite-backed Registry.

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/accbridge/accdb"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func openACC(t *testing.T, dsn string) (*pg.ACC, *pg.DB) {

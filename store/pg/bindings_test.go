@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestBindingsConformance(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgw/agentgw/cluster/clustertest"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestClusterConformance(t *testing.T) {

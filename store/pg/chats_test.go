@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/connectorbridge/chatdb"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func openChats(t *testing.T, dsn string) (*pg.Chats, *pg.DB) {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/migrate"
 	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // set is a migration set whose files fail when applied twice (plain

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/directory/dirdb"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func openDirectory(t *testing.T, dsn string) (*pg.Directory, *pg.DB) {

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestGrantsConformance(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/directory/selfregdb"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestSelfRegConformance(t *testing.T) {

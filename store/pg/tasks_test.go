@@ -11,10 +11,10 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/store/storetest"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 var taskNow = time.Date(2026, 7, 27, 19, 14, 1, 0, time.UTC)

@@ -549,23 +549,35 @@ func (s *Service) awaitSettled(ctx context.Context, caller, ep string, snap *tas
 }
 
 func (s *Service) cancel(ctx context.Context, caller, ep, node, sid string, snap *tasks.Snapshot) (*xmltree.Element, error) {
-	if !snap.State.Terminal() && snap.State != agentproto.StateCancelling {
+	// A running task's revision moves with every progress event, so a
+	// cancel at the revision read a moment ago can meet a conflict that is
+	// no settlement and no other cancel: read again and retry, so that
+	// "canceled" is never answered for a cancel that did nothing.
+	for attempt := 0; attempt < 5 && !snap.State.Terminal() && snap.State != agentproto.StateCancelling; attempt++ {
 		_, _, err := s.d.Engine.Cancel(ctx, tasks.CancelRequest{
 			Caller: caller, Endpoint: ep, TaskID: snap.TaskID, ExpectedRevision: snap.Revision,
 			HasReason: true, Reason: "cancelled through an ad-hoc command",
 		})
 		switch {
 		case err == nil, errors.Is(err, tasks.ErrConflict):
-			// A conflict is a race with settlement or another cancel: the
-			// state read below tells which.
+			// A conflict is a race with settlement, another cancel or a
+			// progress event: the state read below tells which.
 		case errors.Is(err, tasks.ErrServiceUnavailable):
 			return nil, agentproto.NewError(agentproto.CondFeatureNotImplemented, "This tool's backend does not support cancellation.")
 		default:
 			return nil, s.mapError(err)
 		}
-		if fresh, err := s.d.Engine.State(ctx, caller, ep, snap.TaskID); err == nil {
-			snap = fresh
+		fresh, ferr := s.d.Engine.State(ctx, caller, ep, snap.TaskID)
+		if ferr != nil {
+			break
 		}
+		snap = fresh
+		if err == nil {
+			break
+		}
+	}
+	if !snap.State.Terminal() && snap.State != agentproto.StateCancelling {
+		return nil, agentproto.ErrResourceConstraint("The task changed while it was being cancelled; send cancel again.")
 	}
 	msg := "Cancellation requested; the task is " + stateText(snap.State) + "."
 	if snap.State.Terminal() {

@@ -3,6 +3,8 @@ package adhoc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -344,5 +346,63 @@ func TestProgressCacheBound(t *testing.T) {
 	c.put("c", "stale", false)
 	if v, _ := c.get("c"); v != "m" {
 		t.Errorf("a stored value overwrote a newer event: %q", v)
+	}
+}
+
+// A cancel that meets a progress event's new revision is retried, so an
+// answer of "canceled" always means the task was really cancelled (or is
+// being cancelled); when the task keeps moving, the caller is told to
+// send cancel again instead. Before, the conflict was taken for a
+// settlement and "canceled" answered while the task ran on.
+func TestCancelRacingProgressIsNeverLost(t *testing.T) {
+	e := newEnv(t)
+	backend := taskstest.New(tasks.Features{Cancel: true, Input: true})
+	reason := "stopped"
+	backend.Script("slow", taskstest.Step{Do: func(ctx context.Context, _ tasks.Call, run tasks.Run) error {
+		for i := 0; ; i++ {
+			select {
+			case <-run.CancelRequested():
+				return run.Cancelled(reason)
+			case <-ctx.Done():
+				return ctx.Err()
+			default:
+			}
+			_ = run.Progress(tasks.Progress{Message: fmt.Sprintf("step %d", i)})
+		}
+	}})
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "race.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	eng, err := tasks.New(tasks.Config{Driver: sqlite.NewTasks(db), Directory: e.dir, Policy: e.pol, ProgressPerSecond: 100000,
+		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }, Notifier: e.progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	e.eng = eng
+	e.s = e.service()
+	for round := 0; round < 8; round++ {
+		sid := e.start("slow", map[string]string{})
+		e.untilOn(e.s, alice, "slow", sid, func(r *xmltree.Element) bool { return strings.Contains(noteOf(r, "info"), "step") })
+		c, err := e.cmd(e.s, alice, "slow", sid, "cancel", nil)
+		if err != nil {
+			var se *agentproto.StanzaError
+			if !errors.As(err, &se) || se.Condition != agentproto.CondResourceConstraint {
+				t.Fatalf("round %d: cancel: %v", round, err)
+			}
+			continue // told to send cancel again: honest
+		}
+		if c.AttrValue("status") != "canceled" {
+			t.Fatalf("round %d: cancel answered %s", round, c)
+		}
+		e.untilOn(e.s, alice, "slow", sid, func(r *xmltree.Element) bool {
+			return r.AttrValue("status") == "canceled" && strings.Contains(noteOf(r, "info"), "was cancelled")
+		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
@@ -43,6 +42,9 @@ type Options struct {
 	// Redactor scrubs secrets from backend output (MCP server stderr,
 	// connector errors) before it is logged.
 	Redactor *backendkit.Redactor
+	// Bridges replaces the bridge table (Bridges); tests add a bridge to
+	// a copy. The config must have been loaded with the same table.
+	Bridges backendkit.Bridges
 }
 
 // Gateway is one assembled, runnable gateway.
@@ -75,9 +77,7 @@ type Gateway struct {
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 	cl       *clusterParts // cluster mode (driver postgres); nil otherwise
-	// acc is the agent-control-center listener, shared by the [agents.acc]
-	// endpoints; nil without them.
-	acc *accbridge.Server
+	bridges  backendkit.Bridges
 }
 
 // New builds a gateway. It opens the store and checks everything it can
@@ -92,6 +92,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	if g.opts.Clock == nil {
 		g.opts.Clock = clock.Real{}
+	}
+	g.bridges = g.opts.Bridges
+	if g.bridges == nil {
+		g.bridges = Bridges
 	}
 	secret, err := cfg.ComponentSecret()
 	if err != nil {
@@ -198,7 +202,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		MaxRetainedBytes:      cfg.Tasks.RetainedBytesPerPrincipal,
 		IsLocal:               g.Policy.IsLocal,
 		MaxRunningPerBackend:  cfg.Tasks.MaxRunningPerBackend,
-		RunningLimit:          runningLimits(cfg),
+		RunningLimit:          runningLimits(cfg, g.bridges),
 		Approvals:             approvals,
 		MaxDelegationDepth:    cfg.Tasks.MaxDelegationDepth,
 		Cluster:               g.clusterConfig(),
@@ -441,16 +445,17 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 }
 
 // runningLimits is the per-agent override of max_running_per_backend.
-func runningLimits(cfg *config.Config) func(endpoint string) int {
+// A bridge's fixed MaxRunning (ACC: one active run per agent) wins.
+func runningLimits(cfg *config.Config, table backendkit.Bridges) func(endpoint string) int {
 	limits := map[string]int{}
 	for _, a := range cfg.Agents {
 		if j, err := jid.Parse(a.JID); err == nil && a.MaxRunning > 0 {
 			limits[j.Bare().String()] = a.MaxRunning
 		}
-		if j, err := jid.Parse(a.JID); err == nil && a.ACC != nil {
-			// acc-notes: at most one active run per agent (MUST); the
-			// others wait accepted.
-			limits[j.Bare().String()] = 1
+		if b, ok := table.Lookup(a.Backend); ok && a.Section != nil && b.MaxRunning > 0 {
+			if j, err := jid.Parse(a.JID); err == nil {
+				limits[j.Bare().String()] = b.MaxRunning
+			}
 		}
 	}
 	return func(endpoint string) int { return limits[endpoint] }

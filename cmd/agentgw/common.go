@@ -17,7 +17,7 @@ func configFlag(fs *flag.FlagSet) *string {
 }
 
 func loadConfig(path string) (*config.Config, error) {
-	return config.Load(path)
+	return gateway.LoadConfig(path)
 }
 
 // openStores opens the store [store] driver selects.

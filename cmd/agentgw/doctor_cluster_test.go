@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
@@ -42,7 +41,7 @@ instance = "gw-a"
 	t.Setenv("AGENTGW_DOCTOR_CL_SECRET", "s")
 	t.Setenv("AGENTGW_DOCTOR_CL_DSN", dsn)
 
-	cfg, err := config.Load(path)
+	cfg, err := gateway.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

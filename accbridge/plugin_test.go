@@ -1,12 +1,35 @@
-package config
+package accbridge
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/internal/config"
 )
 
+const valid = `
+[xmpp]
+component_domain = "agents.example.test"
+server = "127.0.0.1:5347"
+secret_env = "X_SECRET"
+`
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agentgw.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(p string) (*config.Config, error) { return config.Load(p, backendkit.Bridges{Bridge}) }
+
 func TestACCDefaultsAndValidation(t *testing.T) {
-	c, err := Load(write(t, valid+`
+	c, err := load(write(t, valid+`
 [acc]
 listen = "127.0.0.1:9443"
 
@@ -27,7 +50,7 @@ agent_id = "a-1"
 		t.Fatalf("defaults: %+v", x)
 	}
 
-	_, err = Load(write(t, valid+`
+	_, err = load(write(t, valid+`
 [acc]
 listen = "nowhere"
 url = "http://x"
@@ -54,7 +77,7 @@ connector = "farm"
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	_, err = Load(write(t, valid+`
+	_, err = load(write(t, valid+`
 [[agents]]
 jid = "c@agents.example.test"
 [agents.acc]

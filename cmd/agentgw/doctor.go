@@ -410,7 +410,7 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 		d.checkManifest(cfg, a, what)
 		return
 	}
-	if b, ok := gateway.Bridges.Lookup(a.Backend); ok && a.Section != nil && b.Doctor != nil {
+	if b, ok := bridges.Lookup(a.Backend); ok && a.Section != nil && b.Doctor != nil {
 		b.Doctor(ctx, &bridgeDoctor{d: d, what: what, db: db}, backendkit.NewAgent(cfg, a))
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/endpointhost"
-	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/procsec"
@@ -108,7 +107,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	hf := &config.Host{}
 	switch {
 	case *cfgPath != "":
-		if hf, err = config.LoadHost(*cfgPath, gateway.Bridges); err != nil {
+		if hf, err = config.LoadHost(*cfgPath, bridges); err != nil {
 			return err
 		}
 		if hf.JID != "" && !strings.EqualFold(hf.JID, ep) {
@@ -178,7 +177,7 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		tlsCfg.RootCAs = pool
 	}
-	bridge, ok := gateway.Bridges.Lookup(hf.Backend)
+	bridge, ok := bridges.Lookup(hf.Backend)
 	if !ok {
 		return fmt.Errorf("no bridge for [%s]", hf.Backend)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 func TestRunProgressThenCompletion(t *testing.T) {
@@ -173,7 +174,7 @@ func TestApprovalExpiry(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { e.agent.Execute(context.Background(), call(goal("approve medium something")), r); close(done) }()
-	waitFor(t, 5*time.Second, "approval_denied expired", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "approval_denied expired", func() bool {
 		for _, m := range clog.got() {
 			if m["got"] == "approval_denied" && m["reason"] == "expired" {
 				return true
@@ -221,7 +222,7 @@ func TestDeadlineSendsCancel(t *testing.T) {
 		t.Fatalf("outcome %s", r.Outcome())
 	}
 	run, _, _ := e.store.RunByTask(context.Background(), c.TaskID)
-	waitFor(t, 2*time.Second, "cancel_run on deadline", func() bool { return clog.count("cancel_run", run.RunID) == 1 })
+	testkit.WaitFor(t, 2*time.Second, "cancel_run on deadline", func() bool { return clog.count("cancel_run", run.RunID) == 1 })
 }
 
 func TestErrorCodesAndRetryPolicy(t *testing.T) {
@@ -271,11 +272,11 @@ func TestHeartbeatLossDegradesThenUnavailable(t *testing.T) {
 	e.ready()
 	r := taskstest.NewRun()
 	go e.agent.Execute(context.Background(), call(goal("stop-heartbeats")), r)
-	waitFor(t, 5*time.Second, "degraded status", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "degraded status", func() bool {
 		up, st := e.avail.get(testEndpoint)
 		return up && strings.Contains(st, "degraded")
 	})
-	waitFor(t, 5*time.Second, "unavailable after 10 missed", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "unavailable after 10 missed", func() bool {
 		up, _ := e.avail.get(testEndpoint)
 		return !up
 	})
@@ -290,7 +291,7 @@ func TestReplacementAndRevocation(t *testing.T) {
 	c1, _ := e.connect(dir, l1)
 	e.ready()
 	e.connect(dir, &syncBuf{})
-	waitFor(t, 5*time.Second, "replacement logged", func() bool { return strings.Contains(e.log.String(), "replaces the old one") })
+	testkit.WaitFor(t, 5*time.Second, "replacement logged", func() bool { return strings.Contains(e.log.String(), "replaces the old one") })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c1.Serve(ctx); err == nil || ctx.Err() != nil {
@@ -300,7 +301,7 @@ func TestReplacementAndRevocation(t *testing.T) {
 	if ok, err := e.store.Revoke(context.Background(), "farm", "2026-01-02T00:00:00Z"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	waitFor(t, 3*time.Second, "revoked connection closed", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "revoked connection closed", func() bool {
 		up, _ := e.avail.get(testEndpoint)
 		return !up
 	})
@@ -348,7 +349,7 @@ func TestConverseRunsTheMessageOnce(t *testing.T) {
 		if err := e.agent.Converse(context.Background(), turn); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "the reply", func() bool { return len(chat.bodies()) >= 1 })
+		testkit.WaitFor(t, 5*time.Second, "the reply", func() bool { return len(chat.bodies()) >= 1 })
 	}
 	time.Sleep(200 * time.Millisecond)
 	if b := chat.bodies(); len(b) != 1 || b[0] != "hi there" {
@@ -372,7 +373,7 @@ func TestCapabilitiesRepublish(t *testing.T) {
 		t.Fatal("an identical declaration changed the manifest")
 	}
 	c.Send(map[string]any{"type": "capabilities", "agents": []acctest.Agent{{AgentID: "agent-1", Runtime: "hermes", Tools: []string{"terminal"}}}})
-	waitFor(t, 5*time.Second, "a new manifest", func() bool { return string(e.agent.Manifest()) != first })
+	testkit.WaitFor(t, 5*time.Second, "a new manifest", func() bool { return string(e.agent.Manifest()) != first })
 	var m map[string]any
 	json.Unmarshal(e.agent.Manifest(), &m)
 	var old map[string]any
@@ -385,5 +386,5 @@ func TestCapabilitiesRepublish(t *testing.T) {
 	}
 	// An agent declared by nobody's mapping is logged, not published.
 	c.Send(map[string]any{"type": "capabilities", "agents": []acctest.Agent{{AgentID: "agent-1", Tools: []string{"terminal"}}, {AgentID: "stray"}}})
-	waitFor(t, 5*time.Second, "the unmapped agent logged", func() bool { return strings.Contains(e.log.String(), "no endpoint maps") })
+	testkit.WaitFor(t, 5*time.Second, "the unmapped agent logged", func() bool { return strings.Contains(e.log.String(), "no endpoint maps") })
 }

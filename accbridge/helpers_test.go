@@ -25,6 +25,7 @@ import (
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // syncBuf is a concurrency-safe log sink.
@@ -108,22 +109,6 @@ type env struct {
 
 const testEndpoint = "hermes@agents.example.test"
 
-// minWait is the least a wait on a condition lasts: a loaded 2-core CI
-// machine misses the few seconds a quiet one needs. Waiting longer only
-// delays a failure.
-const minWait = 20 * time.Second
-
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(max(d, minWait))
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func newEnv(t testing.TB, tweak func(*Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
@@ -201,7 +186,7 @@ func (e *env) connect(dir string, log *syncBuf) (*acctest.Connector, context.Can
 
 func (e *env) ready() {
 	e.t.Helper()
-	waitFor(e.t, 5*time.Second, "the agent declared and up", func() bool {
+	testkit.WaitFor(e.t, 5*time.Second, "the agent declared and up", func() bool {
 		up, _ := e.avail.get(testEndpoint)
 		return up && e.agent.Declared() != nil
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/accbridge/acctest"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestAuthenticationRefusals: nothing reaches the protocol without the
@@ -240,7 +241,7 @@ func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 	} {
 		mallory.Send(f)
 	}
-	waitFor(t, 5*time.Second, "three 4004 for mallory", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "three 4004 for mallory", func() bool {
 		n := 0
 		for _, m := range mlog.got() {
 			if m["got"] == "error" && m["code"] == float64(4004) {
@@ -258,12 +259,12 @@ func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 	r.Wait(t, 5*time.Second)
 
 	// Events for the finished run are refused, even from its connector.
-	waitFor(t, 2*time.Second, "run done", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "run done", func() bool {
 		x, _, _ := e.store.RunByTask(context.Background(), c.TaskID)
 		return x.State == accdb.RunDone
 	})
 	owner.Send(map[string]any{"type": "run_event", "run_id": run.RunID, "event": "completion", "payload": map[string]any{}})
-	waitFor(t, 2*time.Second, "4004 for the finished run", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "4004 for the finished run", func() bool {
 		for _, m := range clog.got() {
 			if m["got"] == "error" && m["code"] == float64(4004) && m["run_id"] == run.RunID {
 				return true
@@ -289,7 +290,7 @@ func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 	if res, _, _, _ := r3.Snapshot(); res == nil {
 		t.Fatalf("forge: %s", r3.Outcome())
 	}
-	waitFor(t, 2*time.Second, "4002 for the forged approval", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "4002 for the forged approval", func() bool {
 		for _, m := range clog.got() {
 			if m["got"] == "error" && m["code"] == float64(4002) {
 				return true
@@ -311,7 +312,7 @@ func TestTenThousandAgents(t *testing.T) {
 		agents = append(agents, acctest.Agent{AgentID: fmt.Sprintf("a-%d", i), Tools: []string{"t"}})
 	}
 	c.Send(map[string]any{"type": "capabilities", "connector_id": "x", "agents": agents})
-	waitFor(t, 5*time.Second, "capabilities refused", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "capabilities refused", func() bool {
 		for _, m := range clog.got() {
 			if m["got"] == "error" && m["code"] == float64(4001) {
 				return true
@@ -342,7 +343,7 @@ func TestGraceAndReconcile(t *testing.T) {
 	go e.agent.Execute(context.Background(), c, r)
 	<-r.FirstProgress
 	stop()
-	waitFor(t, 3*time.Second, "down", func() bool { up, _ := e.avail.get(testEndpoint); return !up })
+	testkit.WaitFor(t, 3*time.Second, "down", func() bool { up, _ := e.avail.get(testEndpoint); return !up })
 	l2 := &syncBuf{}
 	e.connect(dir, l2)
 	e.ready()
@@ -373,14 +374,14 @@ func TestGraceAndReconcile(t *testing.T) {
 		t.Fatalf("after the grace period: %s", r2.Outcome())
 	}
 	var run2 accdb.Run
-	waitFor(t, 2*time.Second, "run orphaned", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "run orphaned", func() bool {
 		run2, _, _ = e.store.RunByTask(context.Background(), c2.TaskID)
 		return run2.State == accdb.RunOrphaned
 	})
 	l4 := &syncBuf{}
 	e.connect(dir, l4)
-	waitFor(t, 5*time.Second, "cancel_run on return", func() bool { return l4.count("cancel_run", run2.RunID) == 1 })
-	waitFor(t, 2*time.Second, "run done", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "cancel_run on return", func() bool { return l4.count("cancel_run", run2.RunID) == 1 })
+	testkit.WaitFor(t, 2*time.Second, "run done", func() bool {
 		x, _, _ := e.store.RunByTask(context.Background(), c2.TaskID)
 		return x.State == "done"
 	})

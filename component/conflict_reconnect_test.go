@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // A conflict met while reconnecting (the server, or another instance, still
@@ -44,7 +45,7 @@ func TestConflictOnReconnectIsRetried(t *testing.T) {
 		t.Fatal("other component did not connect")
 	}
 	reconnects := first.Stats().Reconnects
-	waitFor(t, 10*time.Second, "a refused reconnect", func() bool { return first.Stats().Reconnects >= reconnects+2 })
+	testkit.WaitFor(t, 10*time.Second, "a refused reconnect", func() bool { return first.Stats().Reconnects >= reconnects+2 })
 	select {
 	case err := <-done:
 		t.Fatalf("the first component gave up on a reconnect conflict: %v", err)
@@ -52,7 +53,7 @@ func TestConflictOnReconnectIsRetried(t *testing.T) {
 	}
 	ocancel()
 	<-odone
-	waitFor(t, 10*time.Second, "the first component to take the domain back", first.Connected)
+	testkit.WaitFor(t, 10*time.Second, "the first component to take the domain back", first.Connected)
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)

@@ -10,11 +10,12 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestProsodyPresenceOfOneAccountInOrder: the component subscribes to an
@@ -116,7 +117,7 @@ func TestProsodyPresenceOfOneAccountInOrder(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the subscription request never reached the account")
 	}
-	waitFor(t, 30*time.Second, "every resource's presence", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every resource's presence", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 1+len(resources)

@@ -18,13 +18,14 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 const nsTest = "urn:agentgw:test"
@@ -259,7 +260,7 @@ func checkOneReplyEach(t *testing.T, f *fixture) {
 	}
 	// The client can read a reply before the writer has counted it: wait
 	// for the count, then give a duplicate reply time to show up in it.
-	waitFor(t, minWait, "the component to count its replies", func() bool { return f.comp.Stats().Sent-before >= n })
+	testkit.WaitFor(t, testkit.MinWait, "the component to count its replies", func() bool { return f.comp.Stats().Sent-before >= n })
 	time.Sleep(200 * time.Millisecond)
 	if sent := f.comp.Stats().Sent - before; sent != n || answered.Load() != n {
 		t.Fatalf("%d IQs, %d answered, component wrote %d stanzas", n, answered.Load(), sent)
@@ -391,19 +392,19 @@ func TestProsodyKeepaliveFailure(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	waitFor(t, 20*time.Second, "the keepalive to fail", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the keepalive to fail", func() bool {
 		return f.comp.Stats().PingFailures >= 1 && !f.comp.Connected()
 	})
 	// A stopped server still accepts TCP connections; the handshake must
 	// time out rather than hang.
-	waitFor(t, 20*time.Second, "a handshake to time out", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a handshake to time out", func() bool {
 		return f.comp.Stats().Reconnects >= 2
 	})
 	if f.comp.Connected() {
 		t.Fatal("connected to a stopped server")
 	}
 	resume()
-	waitFor(t, 20*time.Second, "the component to reconnect", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the component to reconnect", func() bool {
 		return f.comp.Connected() && f.comp.Stats().Connects >= 2
 	})
 	client := dialClient(t, srv, "carol")
@@ -421,7 +422,7 @@ func TestProsodyGracefulRestart(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the component to reconnect", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the component to reconnect", func() bool {
 		return f.comp.Connected() && f.comp.Stats().Connects == 2
 	})
 	client := dialClient(t, srv, "dave")
@@ -532,7 +533,7 @@ func TestProsodyKillAndRestart(t *testing.T) {
 		_, err := f.comp.SendIQ(context.Background(), req)
 		errc <- err
 	}()
-	waitFor(t, 10*time.Second, "the IQ to be pending", func() bool { return f.comp.Stats().PendingIQs == 1 && f.comp.Stats().Received >= 1 })
+	testkit.WaitFor(t, 10*time.Second, "the IQ to be pending", func() bool { return f.comp.Stats().PendingIQs == 1 && f.comp.Stats().Received >= 1 })
 
 	srv.Kill()
 	select {
@@ -547,7 +548,7 @@ func TestProsodyKillAndRestart(t *testing.T) {
 	// shard the message queued below comes back on: that message would
 	// wait for the test's end. Its IQ has failed; let it go.
 	f.unhang()
-	waitFor(t, 10*time.Second, "Connected() to turn false", func() bool { return !f.comp.Connected() })
+	testkit.WaitFor(t, 10*time.Second, "Connected() to turn false", func() bool { return !f.comp.Connected() })
 	if _, err := f.comp.SendIQ(context.Background(), component.NewIQ("get", "", f.domain, jid.MustParse(srv.Domain), xmltree.New(ns.Ping, "ping"))); !errors.Is(err, component.ErrNotConnected) {
 		t.Fatalf("SendIQ while down: %v, want ErrNotConnected", err)
 	}
@@ -562,7 +563,7 @@ func TestProsodyKillAndRestart(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the component to reconnect", func() bool { return f.comp.Connected() })
+	testkit.WaitFor(t, 10*time.Second, "the component to reconnect", func() bool { return f.comp.Connected() })
 	if st := f.comp.Stats(); st.Connects != 2 || st.Reconnects < 1 {
 		t.Fatalf("stats after reconnect: %+v", st)
 	}
@@ -571,7 +572,7 @@ func TestProsodyKillAndRestart(t *testing.T) {
 		if m.ID != "queued" {
 			t.Fatalf("message %+v", m)
 		}
-	case <-time.After(minWait):
+	case <-time.After(testkit.MinWait):
 		t.Fatalf("the message queued while down never arrived (stats %+v)", f.comp.Stats())
 	}
 	client := dialClient(t, srv, "bob")
@@ -615,22 +616,6 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// minWait is the least a wait on a condition lasts: a loaded 2-core CI
-// machine misses the few seconds a quiet one needs (a restarted Prosody,
-// the reconnect backoff). Waiting longer only delays a failure.
-const minWait = 30 * time.Second
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(max(d, minWait))
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // BenchmarkIQRoundTrip measures client → Prosody → component (trivial
 // handler) → client: the baseline without persistence that admission
 // benchmarks compare against.
@@ -653,7 +638,7 @@ func BenchmarkIQRoundTrip(b *testing.B) {
 // counter held still for a moment, and returns the counter.
 func quietSent(t *testing.T, c *component.Component) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(minWait)
+	deadline := time.Now().Add(testkit.MinWait)
 	last := c.Stats().Sent
 	for time.Now().Before(deadline) {
 		time.Sleep(150 * time.Millisecond)

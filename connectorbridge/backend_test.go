@@ -14,6 +14,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestDiscoveryToManifest: Card + Skill + health + hello + channel.open
@@ -202,7 +203,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 	if auth != "authenticated" || chID == "" || connID == "" {
 		t.Fatalf("binding = %s %s %s", chID, auth, connID)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == chID }, "the gateway to switch to the bound channel")
+	testkit.WaitFor(t, 5*time.Second, "the gateway to switch to the bound channel", func() bool { return b.Client().ChannelID() == chID })
 	if _, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot(); fail != nil {
 		t.Fatalf("call after auth: %+v", fail)
 	}
@@ -283,7 +284,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 		t.Errorf("ShowQR got %q:\n%s", shown, s)
 	}
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "the gateway to see the authenticated channel")
+	testkit.WaitFor(t, 5*time.Second, "the gateway to see the authenticated channel", func() bool { return b.Client().Descriptor().Authenticated() })
 
 	// Logout withdraws the tools and keeps the binding.
 	out.Reset()
@@ -296,7 +297,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 	if chID == "" || auth != "unauthenticated" {
 		t.Errorf("binding after logout = %q %q", chID, auth)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == "" }, "the route of the signed-out channel to be removed")
+	testkit.WaitFor(t, 5*time.Second, "the route of the signed-out channel to be removed", func() bool { return b.Client().ChannelID() == "" })
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Message != "the connector channel is not authenticated" {
 		t.Errorf("call after logout: %+v", fail)
@@ -307,7 +308,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 		t.Fatalf("re-auth: %v", err)
 	}
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().ChannelID() == chID }, "the same channel to be reopened")
+	testkit.WaitFor(t, 5*time.Second, "the same channel to be reopened", func() bool { return b.Client().ChannelID() == chID })
 }
 
 // TestRestartMidCall: the connector restarts during a slow call; the call
@@ -317,7 +318,7 @@ func TestRestartMidCall(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Authenticated() })
 	bound := b.Client().ChannelID()
 	connID := b.Client().ConnectorID()
 
@@ -337,7 +338,7 @@ func TestRestartMidCall(t *testing.T) {
 	if fail == nil || fail.Code != agentproto.CodeUnavailable || !fail.Retryable {
 		t.Fatalf("failure = %+v", fail)
 	}
-	waitUntil(t, 10*time.Second, func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() }, "the channel to come back")
+	testkit.WaitFor(t, 10*time.Second, "the channel to come back", func() bool { return b.Client().ChannelID() == bound && b.Client().Descriptor().Active() })
 	if b.Client().ConnectorID() != connID {
 		t.Error("connector_id not kept across the reconnect (within the lease)")
 	}
@@ -389,7 +390,7 @@ func TestToolBecomesUnavailable(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	v4 := e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Authenticated() })
 	e.srv.SetToolStatus("echo", "unavailable", "granted")
 	v3 := e.waitTools(3)
 	if v3.Agent.Version == v4.Agent.Version || strings.Contains(strings.Join(v3.toolNames(), ","), "echo") {
@@ -418,7 +419,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 	e.waitAvailable(true, "the agent to be available before the failures")
 
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 503})
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOffline }, "offline after three failures")
+	testkit.WaitFor(t, 5*time.Second, "offline after three failures", func() bool { return b.Client().HealthState() == HealthOffline })
 	// Availability and the offline log line follow the state change
 	// asynchronously (projector goroutine; setHealth logs after unlocking).
 	e.waitLog("connector health degraded")
@@ -434,22 +435,22 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 		t.Errorf("call while offline: %+v", fail)
 	}
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOK && e.avail.get(e.endpoint) }, "recovery")
+	testkit.WaitFor(t, 5*time.Second, "recovery", func() bool { return b.Client().HealthState() == HealthOK && e.avail.get(e.endpoint) })
 
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 401})
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "authentication failure")
+	testkit.WaitFor(t, 5*time.Second, "authentication failure", func() bool { return b.Client().HealthState() == HealthUnauthorized })
 	e.waitLog("rejected the system API key")
 	e.waitAvailable(false, "the unauthorized agent to be marked unavailable")
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthOK && b.Client().ChannelID() != "" }, "recovery after 401")
+	testkit.WaitFor(t, 5*time.Second, "recovery after 401", func() bool { return b.Client().HealthState() == HealthOK && b.Client().ChannelID() != "" })
 
 	// A connector upgrade: /health reports a new version, Card and Skill
 	// are refetched and a new version is published.
 	e.srv.SetConnectorVersion("1.1.0")
-	waitUntil(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "a 1.1.0 manifest", func() bool {
 		nv := e.pub.lastView(t)
 		return strings.HasPrefix(nv.Agent.Version, "1.1.0-") && len(nv.Tools) == 4
-	}, "a 1.1.0 manifest")
+	})
 	if e.pub.lastView(t).Agent.Version == v.Agent.Version {
 		t.Error("same version after an upgrade")
 	}
@@ -461,7 +462,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 func TestWrongAPIKey(t *testing.T) {
 	e := newEnv(t)
 	b := e.start(func(o *Options) { o.APIKey = "sk-wrong-key-000" })
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "unauthorized")
+	testkit.WaitFor(t, 5*time.Second, "unauthorized", func() bool { return b.Client().HealthState() == HealthUnauthorized })
 	// Not a snapshot of the current value (which would race the
 	// projector): the agent must never have been marked available.
 	if e.avail.everUp() {
@@ -483,15 +484,15 @@ func TestLeaseExpiryReplacesRuntime(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Authenticated() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Authenticated() })
 	oldConn, oldCh := b.Client().ConnectorID(), b.Client().ChannelID()
 	// The connector loses the runtime instance (lease expiry or rebuilt
 	// state): a new connector_id, the old channel is unknown.
 	e.srv.ForgetRuntimes()
-	waitUntil(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a new runtime instance", func() bool {
 		id := b.Client().ConnectorID()
 		return id != "" && id != oldConn
-	}, "a new runtime instance")
+	})
 	e.waitTools(0)
 	if !strings.Contains(e.logs.String(), "issued a new connector_id") {
 		t.Error("no log line for the replaced runtime instance")
@@ -509,7 +510,7 @@ func TestLeaseExpiryReplacesRuntime(t *testing.T) {
 func TestPingPongBothWays(t *testing.T) {
 	e := newEnv(t, func(so *connectortest.Options, _ *Options) { so.PingInterval = 30 * time.Millisecond })
 	b := e.start(func(o *Options) { o.PingInterval = 30 * time.Millisecond })
-	waitUntil(t, 5*time.Second, func() bool { return e.srv.Pongs() >= 3 }, "pongs to the connector's pings")
+	testkit.WaitFor(t, 5*time.Second, "pongs to the connector's pings", func() bool { return e.srv.Pongs() >= 3 })
 	time.Sleep(200 * time.Millisecond)
 	if len(e.srv.Hellos()) != 1 || b.Client().ConnectorID() == "" {
 		t.Errorf("the data plane was not stable under pings: %d hellos", len(e.srv.Hellos()))
@@ -569,15 +570,15 @@ func TestIncompatibleProtocolGoesOffline(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Active() })
 	e.srv.SetProtocolVersion("2.0")
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthIncompatible }, "incompatible")
-	waitUntil(t, 5*time.Second, func() bool { return !e.avail.get(e.endpoint) && b.Client().ConnectorID() == "" }, "offline")
+	testkit.WaitFor(t, 5*time.Second, "incompatible", func() bool { return b.Client().HealthState() == HealthIncompatible })
+	testkit.WaitFor(t, 5*time.Second, "offline", func() bool { return !e.avail.get(e.endpoint) && b.Client().ConnectorID() == "" })
 	if !strings.Contains(e.logs.String(), "protocol_version 2.0 is below the admission floor 3.0") {
 		t.Error("no clear log line")
 	}
 	e.srv.SetProtocolVersion("3.0")
-	waitUntil(t, 10*time.Second, func() bool { return b.Client().Descriptor().Active() && e.avail.get(e.endpoint) }, "back online")
+	testkit.WaitFor(t, 10*time.Second, "back online", func() bool { return b.Client().Descriptor().Active() && e.avail.get(e.endpoint) })
 }
 
 func TestErrorPacketFailsCall(t *testing.T) {
@@ -585,7 +586,7 @@ func TestErrorPacketFailsCall(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Active() })
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{ErrorPacketOnInvoke: "connection_not_authenticated"})
 	_, fail, _, _ := e.call("echo", `{"text":"x"}`).Snapshot()
 	if fail == nil || fail.Code != "xagent:connection_not_authenticated" {
@@ -611,7 +612,7 @@ func TestProgressRoutedByRequestOnly(t *testing.T) {
 		b.Execute(context.Background(), tasks.Call{TaskID: "task-late-progress-a000", Tool: "slow_count",
 			Arguments: json.RawMessage(`{"steps":100,"delay_ms":20}`)}, a)
 	}()
-	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Invocations()) > 0 }, "caller A's tool.invoke at the connector")
+	testkit.WaitFor(t, 5*time.Second, "caller A's tool.invoke at the connector", func() bool { return len(e.srv.Invocations()) > 0 })
 	close(a.CancelReq)
 	<-aDone
 	if _, _, reason, _ := a.Snapshot(); reason == "" {

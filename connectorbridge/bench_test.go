@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // BenchmarkEcho compares one echo call through the Backend (tasks.Run,
@@ -25,7 +26,7 @@ func BenchmarkEcho(b *testing.B) {
 		be := e.start(nil)
 		e.authForm()
 		e.waitTools(4)
-		waitUntil(b, 5*time.Second, func() bool { return be.Client().Descriptor().Active() }, "bound channel")
+		testkit.WaitFor(b, 5*time.Second, "bound channel", func() bool { return be.Client().Descriptor().Active() })
 		call := tasks.Call{TaskID: "task-bench-000000000000", Tool: "echo", Arguments: json.RawMessage(`{"text":"hello"}`)}
 		ctx := context.Background()
 		b.ResetTimer()

@@ -9,6 +9,7 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // notifyChat signals every message the bridge delivers.
@@ -36,7 +37,7 @@ func BenchmarkIMRelay(b *testing.B) {
 			o.ChatLimits.Burst, o.ChatLimits.PerMinute, o.ChatLimits.MaxBacklog = 1<<20, 1<<20, 1<<20
 		})
 		be.AttachChat(nc)
-		waitUntil(b, 10*time.Second, func() bool { return be.CanConverse(e.endpoint) }, "CanConverse")
+		testkit.WaitFor(b, 10*time.Second, "CanConverse", func() bool { return be.CanConverse(e.endpoint) })
 		return e, be, nc
 	}
 	b.Run("relay", func(b *testing.B) {

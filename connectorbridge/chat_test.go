@@ -20,6 +20,7 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/internal/transfer"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // These tests wire the IM v2 side against the reference connector with a
@@ -154,13 +155,13 @@ func (e *chatEnv) startChat(attach bool, mod func(*Options)) *Backend {
 	if attach {
 		b.AttachChat(e.chat)
 	}
-	waitUntil(e.t, 10*time.Second, func() bool { return b.CanConverse(e.endpoint) }, "CanConverse")
+	testkit.WaitFor(e.t, 10*time.Second, "CanConverse", func() bool { return b.CanConverse(e.endpoint) })
 	return b
 }
 
 func (e *chatEnv) waitSent(n int) []backendkit.Message {
 	e.t.Helper()
-	waitUntil(e.t, 10*time.Second, func() bool { return len(e.chat.messages()) >= n }, fmt.Sprintf("%d messages to the inbox", n))
+	testkit.WaitFor(e.t, 10*time.Second, fmt.Sprintf("%d messages to the inbox", n), func() bool { return len(e.chat.messages()) >= n })
 	return e.chat.messages()
 }
 
@@ -200,7 +201,7 @@ func TestChatInboundReachesInboxWithFile(t *testing.T) {
 	if got := fetch(t, m.Files[0].URL); sum(got) != sum(data) || m.Files[0].SHA256 != sum(data) {
 		t.Fatal("the offered file differs from the IM file")
 	}
-	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Unacknowledged()) == 0 }, "the connector to see the ack")
+	testkit.WaitFor(t, 5*time.Second, "the connector to see the ack", func() bool { return len(e.srv.Unacknowledged()) == 0 })
 	acks := e.srv.InboundAcks()
 	if len(acks) == 0 || acks[0].MessageID != id || acks[0].Code != "" {
 		t.Fatalf("acks = %+v", acks)
@@ -208,7 +209,7 @@ func TestChatInboundReachesInboxWithFile(t *testing.T) {
 	// Redelivery of the same id (the connector lost our ack) is acked
 	// again and not delivered twice.
 	e.srv.InjectMessage(connectortest.IMMessage{MessageID: id, Conversation: "conv_bob", Text: "hello again"})
-	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.InboundAcks()) >= 2 }, "the second ack")
+	testkit.WaitFor(t, 5*time.Second, "the second ack", func() bool { return len(e.srv.InboundAcks()) >= 2 })
 	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "second", ReplyTo: id})
 	msgs = e.waitSent(2)
 	time.Sleep(300 * time.Millisecond) // let a wrong duplicate show up
@@ -237,7 +238,7 @@ func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
 	if err := b.Converse(context.Background(), turn); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the reply on the IM side")
+	testkit.WaitFor(t, 10*time.Second, "the reply on the IM side", func() bool { return len(e.srv.Outbound()) == 1 })
 	out := e.srv.Outbound()[0]
 	if out.Text != "pong" || out.Conversation != "conv_bob" || out.ChannelID != in.Resource || out.ReplyTo != strings.TrimPrefix(in.ID, "im_") {
 		t.Fatalf("outbound = %+v", out)
@@ -245,11 +246,11 @@ func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
 	if len(out.Files) != 1 || out.Files[0].SHA256 != sum(data) || out.Files[0].Filename != "report.txt" {
 		t.Fatalf("outbound files = %+v", out.Files)
 	}
-	waitUntil(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the receipt", func() bool {
 		e.chat.mu.Lock()
 		defer e.chat.mu.Unlock()
 		return len(e.chat.acks) == 1
-	}, "the receipt")
+	})
 	e.chat.mu.Lock()
 	a := e.chat.acks[0]
 	e.chat.mu.Unlock()
@@ -264,11 +265,11 @@ func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
 	}
 	// Activity from the IM side becomes a chat state to the inbox.
 	e.srv.SendActivity("conv_bob", "typing")
-	waitUntil(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "composing", func() bool {
 		e.chat.mu.Lock()
 		defer e.chat.mu.Unlock()
 		return len(e.chat.activity) == 1 && e.chat.activity[0].State == backendkit.ChatComposing && e.chat.activity[0].To == inbox
-	}, "composing")
+	})
 }
 
 func TestChatRefusesOthersAndOversize(t *testing.T) {
@@ -286,7 +287,7 @@ func TestChatRefusesOthersAndOversize(t *testing.T) {
 		t.Fatalf("an oversize body: %v", err)
 	}
 	id := e.srv.InjectMessage(connectortest.IMMessage{Text: strings.Repeat("b", 64<<10+1)})
-	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.InboundAcks()) > 0 }, "the refusal")
+	testkit.WaitFor(t, 5*time.Second, "the refusal", func() bool { return len(e.srv.InboundAcks()) > 0 })
 	if a := e.srv.InboundAcks()[0]; a.MessageID != id || a.Code != "chat_message_rejected" {
 		t.Fatalf("oversize ack = %+v", a)
 	}
@@ -338,7 +339,7 @@ func TestChatHostileFiles(t *testing.T) {
 		Files: []backendkit.File{{URL: offHost, Name: "x.bin"}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the reply")
+	testkit.WaitFor(t, 10*time.Second, "the reply", func() bool { return len(e.srv.Outbound()) == 1 })
 	if out := e.srv.Outbound()[0]; len(out.Files) != 0 || !strings.Contains(out.Text, "not on an allowed host") {
 		t.Fatalf("outbound = %+v", out)
 	}
@@ -356,7 +357,7 @@ func TestChatFloodIsBounded(t *testing.T) {
 		e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_flood", MessageID: fmt.Sprintf("flood_%d", i), Text: "spam"})
 	}
 	e.waitSent(5)
-	waitUntil(t, 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "rate-limited acks", func() bool {
 		n := 0
 		for _, a := range e.srv.InboundAcks() {
 			if a.Code == "chat_rate_limited" {
@@ -364,7 +365,7 @@ func TestChatFloodIsBounded(t *testing.T) {
 			}
 		}
 		return n >= 15
-	}, "rate-limited acks")
+	})
 	time.Sleep(200 * time.Millisecond)
 	if n := len(e.chat.messages()); n != 5 {
 		t.Fatalf("inbox got %d messages, want the burst of 5", n)
@@ -391,9 +392,9 @@ func TestChatSurvivesGatewayRestart(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	done1 := make(chan struct{})
 	go func() { b1.Start(ctx1); close(done1) }()
-	waitUntil(t, 10*time.Second, func() bool { return b1.CanConverse(e.endpoint) }, "first gateway")
+	testkit.WaitFor(t, 10*time.Second, "first gateway", func() bool { return b1.CanConverse(e.endpoint) })
 	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "while you were out"})
-	waitUntil(t, 5*time.Second, func() bool { return len(e.srv.Unacknowledged()) == 0 }, "the ack")
+	testkit.WaitFor(t, 5*time.Second, "the ack", func() bool { return len(e.srv.Unacknowledged()) == 0 })
 	n, _ := e.chats.Backlog(context.Background(), e.endpoint, "in", "")
 	if n != 1 {
 		t.Fatalf("backlog = %d, want 1", n)
@@ -419,14 +420,14 @@ func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
 	b := e.startChat(true, nil)
 	ch := b.Client().ChannelID()
 	e.srv.Close() // the connector goes away
-	waitUntil(t, 5*time.Second, func() bool { s, _, _, _ := b.c.live(); return s == nil }, "the data plane to drop")
+	testkit.WaitFor(t, 5*time.Second, "the data plane to drop", func() bool { s, _, _, _ := b.c.live(); return s == nil })
 	if err := b.Converse(context.Background(), backendkit.Turn{From: inbox, Resource: ch, ID: "while-down", Body: "queued"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.srv.Restart(0); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool { return len(e.srv.Outbound()) == 1 }, "the queued reply after the restart")
+	testkit.WaitFor(t, 10*time.Second, "the queued reply after the restart", func() bool { return len(e.srv.Outbound()) == 1 })
 	if out := e.srv.Outbound()[0]; out.Text != "queued" {
 		t.Fatalf("outbound = %+v", out)
 	}
@@ -460,11 +461,11 @@ func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
 		}
 		return connectortest.InboundAck{}, false
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the rate-limited and the rejected acks", func() bool {
 		_, a := find("r_1", "chat_rate_limited")
 		_, b := find("big_0", "chat_message_rejected")
 		return a && b
-	}, "the rate-limited and the rejected acks")
+	})
 	if a, _ := find("r_1", "chat_rate_limited"); !a.Retryable {
 		t.Errorf("chat_rate_limited ack without the retryable marker: %+v", a)
 	}
@@ -496,7 +497,7 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "are you there?"})
 	e.waitSent(1)
 	bounce(id)
-	waitUntil(t, 10*time.Second, func() bool { return backlog() == 1 }, "the bounced message queued again")
+	testkit.WaitFor(t, 10*time.Second, "the bounced message queued again", func() bool { return backlog() == 1 })
 	time.Sleep(time.Second)
 	if n := len(e.chat.messages()); n != 1 || backlog() != 1 {
 		t.Fatalf("after the bounce: %d sent, backlog %d; want 1 sent, 1 queued (held)", n, backlog())
@@ -506,7 +507,7 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 	if msgs[1].ID != "im_"+id {
 		t.Fatalf("resent %+v", msgs[1])
 	}
-	waitUntil(t, 15*time.Second, func() bool { return backlog() == 0 }, "the resent message delivered")
+	testkit.WaitFor(t, 15*time.Second, "the resent message delivered", func() bool { return backlog() == 0 })
 	for _, a := range e.srv.InboundAcks() {
 		if a.MessageID == id && a.Code != "" {
 			t.Fatalf("the connector got a failure for a delivered message: %+v", a)
@@ -524,7 +525,7 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 		}
 	}
 	var fail connectortest.InboundAck
-	waitUntil(t, 15*time.Second, func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the final failure ack", func() bool {
 		for _, a := range e.srv.InboundAcks() {
 			if a.MessageID == id2 && a.Code != "" {
 				fail = a
@@ -532,7 +533,7 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 			}
 		}
 		return false
-	}, "the final failure ack")
+	})
 	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" || backlog() != 0 {
 		t.Fatalf("final ack %+v, backlog %d", fail, backlog())
 	}
@@ -558,7 +559,7 @@ func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fail connectortest.InboundAck
-	waitUntil(t, 30*time.Second, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the final failure ack after the data plane is back", func() bool {
 		for _, a := range e.srv.InboundAcks() {
 			if a.MessageID == id && a.Code != "" {
 				fail = a
@@ -566,14 +567,14 @@ func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
 			}
 		}
 		return false
-	}, "the final failure ack after the data plane is back")
+	})
 	if fail.Code != "chat_message_undeliverable" || fail.Retryable || fail.Status != "failed" {
 		t.Fatalf("final ack %+v", fail)
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the expired message finished", func() bool {
 		n, _ := e.chats.Backlog(context.Background(), e.endpoint, "in", "")
 		return n == 0
-	}, "the expired message finished")
+	})
 	if n := len(e.chat.messages()); n != 1 {
 		t.Fatalf("the expired message was sent %d times", n)
 	}

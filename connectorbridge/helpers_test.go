@@ -24,6 +24,7 @@ import (
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // syncBuffer is a goroutine-safe log sink.
@@ -188,7 +189,7 @@ func (a *fakeAvailability) everUp() bool {
 // races the projector.
 func (e *env) waitAvailable(up bool, what string) {
 	e.t.Helper()
-	waitUntil(e.t, 5*time.Second, func() bool { return e.avail.get(e.endpoint) == up }, what)
+	testkit.WaitFor(e.t, 5*time.Second, what, func() bool { return e.avail.get(e.endpoint) == up })
 }
 
 // waitLog waits until the gateway log contains want. Some lines are
@@ -196,7 +197,7 @@ func (e *env) waitAvailable(up bool, what string) {
 // after releasing its lock), so a check right after that state races them.
 func (e *env) waitLog(want string) {
 	e.t.Helper()
-	waitUntil(e.t, 5*time.Second, func() bool { return strings.Contains(e.logs.String(), want) }, fmt.Sprintf("the log line %q", want))
+	testkit.WaitFor(e.t, 5*time.Second, fmt.Sprintf("the log line %q", want), func() bool { return strings.Contains(e.logs.String(), want) })
 }
 
 // manifestSchema is the normative manifest JSON Schema of the spec's
@@ -455,11 +456,11 @@ func (e *env) start(mod func(*Options)) *Backend {
 			e.t.Error("Start did not return after its context ended")
 		}
 	})
-	waitUntil(e.t, 10*time.Second, func() bool {
+	testkit.WaitFor(e.t, 10*time.Second, "the backend's first connection", func() bool {
 		b.c.mu.Lock()
 		defer b.c.mu.Unlock()
 		return b.c.everOpened || b.c.fatal != nil || b.c.health == HealthUnauthorized
-	}, "the backend's first connection")
+	})
 	e.b = b
 	return b
 }
@@ -503,30 +504,14 @@ func (e *env) authForm() string {
 func (e *env) waitTools(want int) manifestView {
 	e.t.Helper()
 	var v manifestView
-	waitUntil(e.t, 10*time.Second, func() bool {
+	testkit.WaitFor(e.t, 10*time.Second, fmt.Sprintf("a manifest with %d tools", want), func() bool {
 		if e.pub.last() == nil {
 			return false
 		}
 		v = e.pub.lastView(e.t)
 		return len(v.Tools) == want
-	}, fmt.Sprintf("a manifest with %d tools", want))
+	})
 	return v
-}
-
-// minWait is the least a wait on a condition lasts: a loaded 2-core CI
-// machine misses the few seconds a quiet one needs. Waiting longer only
-// delays a failure.
-const minWait = 20 * time.Second
-
-func waitUntil(t testing.TB, d time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(max(d, minWait))
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // call runs one tool call through the backend and waits for settlement.

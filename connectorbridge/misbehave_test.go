@@ -12,6 +12,7 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestMisbehaviourSwitches turns on each misbehaviour of the reference
@@ -43,12 +44,12 @@ func TestMisbehaviourSwitches(t *testing.T) {
 			b := e.start(func(o *Options) { o.ReadyWait = 500 * time.Millisecond })
 			e.authForm()
 			e.waitTools(4)
-			waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+			testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Active() })
 
 			e.srv.SetMisbehaviour(c.m)
 			if c.hello {
 				e.srv.DropConnections()
-				waitUntil(t, 5*time.Second, func() bool { return strings.Contains(e.logs.String(), c.wantLog) }, "the log line")
+				testkit.WaitFor(t, 5*time.Second, "the log line", func() bool { return strings.Contains(e.logs.String(), c.wantLog) })
 				// The drop withdraws availability from the projector
 				// goroutine, which may run after the log line appears.
 				e.waitAvailable(false, "the agent without a valid hello to be unavailable")
@@ -61,10 +62,10 @@ func TestMisbehaviourSwitches(t *testing.T) {
 			case c.wantCode != "" && (fail == nil || fail.Code != c.wantCode):
 				t.Errorf("failure = %+v, want %s", fail, c.wantCode)
 			}
-			waitUntil(t, 5*time.Second, func() bool { return strings.Contains(e.logs.String(), c.wantLog) }, "the log line")
+			testkit.WaitFor(t, 5*time.Second, "the log line", func() bool { return strings.Contains(e.logs.String(), c.wantLog) })
 
 			e.srv.SetMisbehaviour(connectortest.Misbehaviour{})
-			waitUntil(t, 10*time.Second, func() bool { return b.Client().Descriptor().Active() }, "recovery")
+			testkit.WaitFor(t, 10*time.Second, "recovery", func() bool { return b.Client().Descriptor().Active() })
 			if _, fail, _, _ := e.call("echo", `{"text":"again"}`).Snapshot(); fail != nil {
 				t.Fatalf("no recovery: %+v", fail)
 			}
@@ -130,7 +131,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 
 	// Error paths: a wrong key in health and doctor output.
 	e.srv.SetMisbehaviour(connectortest.Misbehaviour{HealthStatus: 401})
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().HealthState() == HealthUnauthorized }, "unauthorized")
+	testkit.WaitFor(t, 5*time.Second, "unauthorized", func() bool { return b.Client().HealthState() == HealthUnauthorized })
 	if err := b.Health(context.Background()); err != nil {
 		outputs.WriteString(err.Error())
 	}
@@ -166,7 +167,7 @@ func TestBadPacketsNoCrash(t *testing.T) {
 	b := e.start(nil)
 	e.authForm()
 	e.waitTools(4)
-	waitUntil(t, 5*time.Second, func() bool { return b.Client().Descriptor().Active() }, "bound channel")
+	testkit.WaitFor(t, 5*time.Second, "bound channel", func() bool { return b.Client().Descriptor().Active() })
 	s, chID, _, _ := b.Client().live()
 	for _, raw := range []string{
 		`not json at all`,

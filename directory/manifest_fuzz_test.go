@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // FuzzParseManifest feeds manifest JSON (seeds in

@@ -8,8 +8,8 @@ import (
 	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // Both drivers fill the IM queue, ACC, OAN and self-registration stores,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func pgConfig(t *testing.T, dsn string) *config.Config {

@@ -16,7 +16,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Unit tests of the pure logic, with a recording sender; the wire is

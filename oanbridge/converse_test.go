@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/store/storetest"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oansqlite"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestConverse: the owner's chat turn is a Gofer chat message, the
@@ -24,7 +26,7 @@ func TestConverse(t *testing.T) {
 	db, _ := storetest.OpenTwo(t, oansqlite.Migrations)
 	st := oansqlite.New(db)
 	f := newFixture(t, srv, st, keyFile, nil)
-	waitFor(t, "connected", f.b.Connected)
+	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
 	if !f.b.CanConverse(endpoint) || f.b.CanConverse("other@agents.example.test") {
 		t.Fatal("CanConverse")
 	}
@@ -37,7 +39,7 @@ func TestConverse(t *testing.T) {
 	if err := f.b.Converse(ctx, backendkit.Turn{Endpoint: endpoint, From: owner + "/phone", ID: "2", Body: "hello there"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Gofer's reply as chat", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the Gofer's reply as chat", func() bool {
 		for _, m := range f.chat.all() {
 			if m.Body == "Gofer heard: hello there" && m.To == owner && m.Resource == gofer && m.Endpoint == endpoint {
 				return true
@@ -49,7 +51,7 @@ func TestConverse(t *testing.T) {
 	if err := f.b.Converse(ctx, backendkit.Turn{Endpoint: endpoint, Resource: gofer, From: owner + "/phone", ID: "3", Body: "ask:enum"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the question as chat", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the question as chat", func() bool {
 		for _, m := range f.chat.all() {
 			if strings.HasPrefix(m.Body, "Your Gofer asks: Question (enum)") {
 				return true
@@ -61,7 +63,7 @@ func TestConverse(t *testing.T) {
 	if err := f.b.Converse(ctx, backendkit.Turn{Endpoint: endpoint, Resource: gofer, From: owner + "/phone", ID: "4", Body: "green"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the thanks", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the thanks", func() bool {
 		for _, m := range f.chat.all() {
 			if m.Body == "Thanks, noted: green" {
 				return true

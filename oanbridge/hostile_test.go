@@ -12,6 +12,7 @@ import (
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oansqlite"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestKeysAndPages: a key with a newline is never written or used, and a
@@ -46,16 +47,16 @@ func TestKeysAndPages(t *testing.T) {
 	db, _ := storetest.OpenTwo(t, oansqlite.Migrations)
 	st := oansqlite.New(db)
 	f := newFixture(t, srv, st, keyFile, func(o *oanbridge.Options) { o.MaxPages = 3; o.PageLimit = 5 })
-	waitFor(t, "connected", f.b.Connected)
+	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
 	srv.Mode(map[string]any{"endlessPages": true})
 	srv.Drop()
-	waitFor(t, "the bounded back-fill", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the bounded back-fill", func() bool {
 		return strings.Contains(f.logs.String(), "back-fill stopped after 3 full pages")
 	})
 	srv.Mode(map[string]any{"endlessPages": false})
 	// The noise pages moved the cursor (they were real pages); the bridge
 	// comes back and keeps working.
-	waitFor(t, "reconnected", f.b.Connected)
+	testkit.WaitFor(t, 30*time.Second, "reconnected", f.b.Connected)
 	c1, _ := st.Cursor(context.Background(), endpoint)
 	time.Sleep(200 * time.Millisecond)
 	c2, _ := st.Cursor(context.Background(), endpoint)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/tasks"
@@ -19,6 +18,7 @@ import (
 	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // BenchmarkAdmitPostgresVsSQLite measures durable admissions with each

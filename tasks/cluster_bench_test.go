@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // BenchmarkClusterAdmit measures durable admissions (fsync on) with 1, 2

@@ -14,11 +14,11 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // clusterBackend is one backend shared by every instance of a test

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/tasks/taskpg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // harnessDB is the harness's store handle: *store.DB, or pgHarnessDB in

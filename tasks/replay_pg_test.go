@@ -7,11 +7,11 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // Two engines on one PostgreSQL database — two gateway instances — admit

@@ -7,8 +7,8 @@ import (
 
 	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/accbridge/accdbtest"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func open(t *testing.T, dsn string) (*Store, *pgstore.DB) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/cluster/clustertest"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestConformance(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/store"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func init() {

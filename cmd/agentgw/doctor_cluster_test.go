@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // TestDoctorCluster: doctor lists the instances sharing the database with

@@ -20,7 +20,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // weatherManifest is the spec's tool-less vector manifest.
@@ -102,10 +103,7 @@ func everythingCommand(t *testing.T) []string {
 	entry := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat(entry); err != nil || serr != nil {
-		if xmppharness.InCI() {
-			t.Fatalf("server-everything or node missing (npm install at the module root): %v %v", err, serr)
-		}
-		t.Skip("server-everything or node not installed; run npm install at the module root")
+		testkit.Unavailable(t, "server-everything or node missing (npm install at the module root): %v %v", err, serr)
 	}
 	return []string{node, entry, "stdio"}
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdbtest"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestConformance(t *testing.T) {

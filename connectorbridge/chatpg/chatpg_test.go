@@ -6,8 +6,8 @@ import (
 
 	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/connectorbridge/chatdbtest"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func open(t *testing.T, dsn string) (*Store, *pgstore.DB) {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/fuzzcheck"
+	"github.com/agentgw/agentgw/testkit/fuzzcheck"
 )
 
 // FuzzDecodePacket feeds data-plane text messages (seeds in

@@ -9,8 +9,8 @@ import (
 
 	"github.com/agentgw/agentgw/directory/dirdb"
 	"github.com/agentgw/agentgw/directory/dirdbtest"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func open(t *testing.T, dsn string) (*Store, *pgstore.DB) {

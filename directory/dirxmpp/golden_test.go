@@ -3,7 +3,7 @@ package dirxmpp
 import (
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/goldentest"
+	"github.com/agentgw/agentgw/testkit/goldentest"
 )
 
 // goldenDir holds request/reply pairs adapted from the spec's examples (see

@@ -8,7 +8,7 @@ import (
 	"github.com/agentgw/agentgw/directory/selfregdb"
 	"github.com/agentgw/agentgw/directory/selfregdbtest"
 	"github.com/agentgw/agentgw/directory/selfregpg"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestConformance(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/federation/grantstoretest"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestConformance(t *testing.T) {

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // a2aAgent runs testdata/a2a/agent.mjs (an A2A server from the official
@@ -48,10 +49,7 @@ func startA2AScript(t *testing.T, script, opts string) *a2aAgent {
 	}
 	node, err := exec.LookPath("node")
 	if _, serr := os.Stat(filepath.Join(root, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil || serr != nil {
-		if xmppharness.InCI() {
-			t.Fatalf("node or @a2a-js/sdk missing (npm ci at the module root)")
-		}
-		t.Skip("node or @a2a-js/sdk missing; run npm ci")
+		testkit.Unavailable(t, "node or @a2a-js/sdk missing (npm ci at the module root)")
 	}
 	cmd := exec.Command(node, filepath.Join(root, "testdata", "a2a", script), opts)
 	cmd.Dir = root
@@ -108,7 +106,7 @@ func TestA2ABackendSlixmpp(t *testing.T) {
 	e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: a2aTOML(srv.ComponentDomain, agent.url+"/.well-known/agent-card.json")})
 	ep := e.Endpoint("remote")
 	c := e.Dial("alice")
-	WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := c.GetManifest(ctx, ep, "")
@@ -138,7 +136,7 @@ func TestA2ABackendHostileCards(t *testing.T) {
 			agent := startA2AAgent(t, c.opts)
 			srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 			e := Start(t, Options{Server: srv, Users: []string{"alice"}, TOML: a2aTOML(srv.ComponentDomain, agent.url+"/.well-known/agent-card.json")})
-			WaitFor(t, 30*time.Second, "the refusal in the log", func() bool { return strings.Contains(e.Log.String(), c.want) })
+			testkit.WaitFor(t, 30*time.Second, "the refusal in the log", func() bool { return strings.Contains(e.Log.String(), c.want) })
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if _, err := e.Dial("alice").GetManifest(ctx, e.Endpoint("remote"), ""); err == nil {
@@ -168,7 +166,7 @@ func testA2AUnreadable(t *testing.T, peerOpts string) {
 	c := e.Dial("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
 		_, err := c.Pin(ctx, ep, "empty")
 		return err == nil
 	})

@@ -19,8 +19,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/accbridge"
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 const accBenchAgents = 32

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/internal/porttest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/porttest"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 var (
@@ -183,7 +184,7 @@ func prepareACCOn(t *testing.T, o Options) (*Env, string) {
 
 func waitPublished(t *testing.T, e *Env, ep string) {
 	t.Helper()
-	WaitFor(t, 20*time.Second, "the ACC agent's manifest", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the ACC agent's manifest", func() bool {
 		_, ok := e.Gateway.Registry.Active(ep)
 		return ok
 	})
@@ -278,11 +279,11 @@ func TestACCThroughProsody(t *testing.T) {
 	runID := conn.runIDs("create_run")
 	conn.kill()
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
-	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	testkit.WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
 	// Cancel once the run is on the new connection, not after a fixed
 	// 500 ms a loaded machine can miss.
 	resumed := runID[len(runID)-1]
-	WaitFor(t, 20*time.Second, "the run to continue on the new connection", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the run to continue on the new connection", func() bool {
 		for _, line := range strings.Split(e.Log.String(), "\n") {
 			if strings.Contains(line, "the run continues") && strings.Contains(line, resumed) {
 				return true
@@ -311,13 +312,13 @@ func TestACCThroughProsody(t *testing.T) {
 		t.Fatalf("run after the grace period: %s %s", out.State, out.Payload)
 	}
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
-	WaitFor(t, 20*time.Second, "cancel_run for the orphaned run", func() bool { return conn.got("cancel_run", orphan) == 1 })
+	testkit.WaitFor(t, 20*time.Second, "cancel_run for the orphaned run", func() bool { return conn.got("cancel_run", orphan) == 1 })
 	_ = id
 
 	// Heartbeat loss: degraded after 3 missed, unavailable after 10.
 	conn.kill()
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms", "--once")
-	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	testkit.WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
 	time.Sleep(500 * time.Millisecond)
 	_, done = startRun(t, ctx, c, ep, "stop-heartbeats")
 	checks = runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "degraded")
@@ -333,10 +334,10 @@ func TestACCThroughProsody(t *testing.T) {
 	// Revocation closes the live socket at once and keeps it out.
 	conn.kill()
 	conn = startRefConnector(t, dir, "--heartbeat", "500ms")
-	WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
+	testkit.WaitFor(t, 20*time.Second, "the connector back", func() bool { return conn.got("connected", "") == 1 })
 	runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "available")
 	e.Agentgw(0, "acc", "revoke", "--config", e.ConfigPath, "farm")
-	WaitFor(t, 5*time.Second, "the revoked connection closed", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the revoked connection closed", func() bool {
 		return strings.Contains(conn.out.String(), "revoked")
 	})
 	runSlixmpp(t, e, "acc.py", "alice", "--endpoint", ep, "--mode", "presence", "--want", "unavailable")
@@ -344,7 +345,7 @@ func TestACCThroughProsody(t *testing.T) {
 		t.Fatalf("acc list after revoke: %s", out)
 	}
 	// The connector keeps reconnecting (1 s, 2 s, … backoff); each try is refused.
-	WaitFor(t, 15*time.Second, "the revoked connector's reconnect refused", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the revoked connector's reconnect refused", func() bool {
 		return strings.Contains(e.Log.String(), "acc connection refused")
 	})
 }
@@ -374,7 +375,7 @@ func accKill9(t *testing.T, e *Env, dir string) {
 	gw.Kill()
 	gw2 := e.Serve("gw2")
 	gw2.WaitLog("acc connector registered", 60*time.Second)
-	WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.got("cancel_run", runs[0]) == 1 })
+	testkit.WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.got("cancel_run", runs[0]) == 1 })
 	c = e.Dial("alice")
 	st, err := c.State(ctx, jidMust(ep), id)
 	if err != nil {

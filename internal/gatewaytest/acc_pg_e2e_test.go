@@ -10,7 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // TestACCPostgresKill9 is TestACCGatewayKill9 on [store] driver =
@@ -39,7 +40,7 @@ func TestACCPostgresKill9(t *testing.T) {
 		}
 	}
 	// The run is recorded done right after cancel_run is sent.
-	WaitFor(t, 10*time.Second, "the cancelled run recorded done in PostgreSQL", func() bool { read(); return open == 0 })
+	testkit.WaitFor(t, 10*time.Second, "the cancelled run recorded done in PostgreSQL", func() bool { read(); return open == 0 })
 	if connectors != 1 || runs != 1 {
 		t.Fatalf("PostgreSQL holds %d connectors named farm and %d runs; want 1 and 1", connectors, runs)
 	}

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 const plACCConnector = "reference ACC connector: everything it received"
@@ -107,7 +108,7 @@ func TestACCSecretsAudit(t *testing.T) {
 	}
 	// A bad token attempt is logged without the token.
 	e.Agentgw(0, "acc", "revoke", "--config", e.ConfigPath, "farm")
-	WaitFor(t, 10*time.Second, "refused reconnect", func() bool { return strings.Contains(gw.Log(), "acc connection refused") })
+	testkit.WaitFor(t, 10*time.Second, "refused reconnect", func() bool { return strings.Contains(gw.Log(), "acc connection refused") })
 	gw.Stop()
 	conn.kill()
 	rec.add(plGatewayLog, []byte(gw.Log()))

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // frames are the messages the reference connector printed, in order.
@@ -93,7 +94,7 @@ func invokeRun(t *testing.T, ctx context.Context, c *agentclient.Client, ep, goa
 func lastRun(t *testing.T, conn *refProc, goal string) string {
 	t.Helper()
 	var id string
-	WaitFor(t, 30*time.Second, "create_run of "+goal, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "create_run of "+goal, func() bool {
 		for _, m := range conn.frames() {
 			if m["got"] == "create_run" && m["goal"] == goal {
 				id, _ = m["run_id"].(string)
@@ -107,7 +108,7 @@ func lastRun(t *testing.T, conn *refProc, goal string) string {
 func settledState(t *testing.T, ctx context.Context, c *agentclient.Client, ep, id string) *agentclient.TaskState {
 	t.Helper()
 	var st *agentclient.TaskState
-	WaitFor(t, 60*time.Second, "the task settled", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the task settled", func() bool {
 		s, err := c.State(ctx, jidMust(ep), id)
 		if err == nil && s.State.Terminal() {
 			st = s
@@ -157,7 +158,7 @@ func TestACCSettleFrames(t *testing.T) {
 			return nil, ctx.Err()
 		})
 		run := lastRun(t, conn, "approve medium touch /tmp/expiry")
-		WaitFor(t, 40*time.Second, "cancel_run after the expiry", func() bool { return conn.got("cancel_run", run) >= 1 })
+		testkit.WaitFor(t, 40*time.Second, "cancel_run after the expiry", func() bool { return conn.got("cancel_run", run) >= 1 })
 		got := conn.runFrames(run)
 		want := []string{"create_run", "approval_denied:expired:by=", "cancel_run"}
 		if !strings.HasPrefix(strings.Join(got, ",")+",", strings.Join(want, ",")+",") {
@@ -192,7 +193,7 @@ func TestACCSettleFrames(t *testing.T) {
 		if st.State != agentproto.StateFailed {
 			t.Fatalf("task past its deadline: %s", st.State)
 		}
-		WaitFor(t, 30*time.Second, "cancel_run at the deadline", func() bool { return conn.got("cancel_run", run) >= 1 })
+		testkit.WaitFor(t, 30*time.Second, "cancel_run at the deadline", func() bool { return conn.got("cancel_run", run) >= 1 })
 		time.Sleep(2 * time.Second) // the connector's run_cancelled has been answered, if at all
 		if got := conn.runFrames(run); has4004(got) {
 			t.Fatalf("the connector's run_cancelled after a deadline was refused: %v", got)
@@ -204,7 +205,7 @@ func TestACCSettleFrames(t *testing.T) {
 		// it cancelled after cancel_timeout_seconds (2 s) meanwhile.
 		id, _ := invokeRun(t, ctx, c, ep, "late-cancel 8", "", nil)
 		old := lastRun(t, conn, "late-cancel 8")
-		WaitFor(t, 30*time.Second, "run_accepted", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
 			st, err := c.State(ctx, jidMust(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
@@ -238,7 +239,7 @@ func TestACCSettleFrames(t *testing.T) {
 		// says so: the next run bounces 4005 and is re-sent at the 30 s
 		// release bound (acc-notes), not after busy_retry_seconds (60 s).
 		id, _ := invokeRun(t, ctx, c, ep, "quiet-release 5", "", nil)
-		WaitFor(t, 30*time.Second, "run_accepted", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
 			st, err := c.State(ctx, jidMust(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
@@ -286,14 +287,14 @@ func TestACCSettleFrames(t *testing.T) {
 	t.Run("restart-then-confirmation", func(t *testing.T) {
 		id, _ := invokeRun(t, ctx, c, ep, "hang restart", "", nil)
 		run := lastRun(t, conn, "hang restart")
-		WaitFor(t, 30*time.Second, "run_accepted", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
 			st, err := c.State(ctx, jidMust(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
 		gw.Kill()
 		gw2 := e.Serve("gw2")
 		gw2.WaitLog("acc connector registered", 60*time.Second)
-		WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.got("cancel_run", run) == 1 })
+		testkit.WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.got("cancel_run", run) == 1 })
 		time.Sleep(2 * time.Second)
 		if got := conn.runFrames(run); has4004(got) {
 			t.Fatalf("the connector's run_cancelled after the gateway's restart was refused: %v", got)

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // checkNamed returns the first check line named name.
@@ -36,7 +37,7 @@ func TestAdhocSlixmpp(t *testing.T) {
 	e := Start(t, Options{Server: srv, Users: []string{"alice", "bob"}, TOML: EverythingTOML(t, "everything", srv.ComponentDomain)})
 	ep := e.Endpoint("everything").String()
 	c := e.Dial("alice")
-	WaitFor(t, 90*time.Second, "everything's published manifest", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "everything's published manifest", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := c.GetManifest(ctx, e.Endpoint("everything"), "")
@@ -69,7 +70,7 @@ func TestAdhocSlixmpp(t *testing.T) {
 	// of it is checked by the foreign mode's counterpart below.
 	e.StopGateway()
 	e.StartGateway()
-	WaitFor(t, 90*time.Second, "everything after the restart", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "everything after the restart", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := c.GetManifest(ctx, e.Endpoint("everything"), "")

@@ -13,11 +13,12 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // admManifest is DefaultManifest for ep at version; description varies the
@@ -59,7 +60,7 @@ func admListed(ctx context.Context, c *agentclient.Client, gw jid.JID, ep string
 // item-not-found (!visible), and returns how long that took from since.
 func admWaitVisible(t *testing.T, ctx context.Context, c *agentclient.Client, e *Env, ep string, visible bool, since time.Time) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(MinWait)
+	deadline := time.Now().Add(testkit.MinWait)
 	for {
 		listed, err := admListed(ctx, c, e.GatewayJID(), ep)
 		if err != nil {
@@ -73,7 +74,7 @@ func admWaitVisible(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 			return time.Since(since)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: visible=%v not reached within %v (listed %v, disco#info error %v)", ep, visible, MinWait, listed, infoErr)
+			t.Fatalf("%s: visible=%v not reached within %v (listed %v, disco#info error %v)", ep, visible, testkit.MinWait, listed, infoErr)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -101,7 +102,7 @@ func admCLI(e *Env, want int, sub string, args ...string) string {
 func admRunEcho(t *testing.T, ctx context.Context, c *agentclient.Client, ep jid.JID, version string) string {
 	t.Helper()
 	var p *agentclient.Pinned
-	WaitFor(t, 10*time.Second, ep.String()+" version "+version+" active", func() bool {
+	testkit.WaitFor(t, 10*time.Second, ep.String()+" version "+version+" active", func() bool {
 		var err error
 		p, err = c.Pin(ctx, ep, "echo")
 		return err == nil && p.Manifest.Version == version

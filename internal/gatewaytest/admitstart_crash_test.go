@@ -15,9 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // TestCrashKill9AfterAdmitStart kills `agentgw serve` (SIGKILL) the moment
@@ -136,7 +137,7 @@ command = [%q, %q, %q, "gw"]
 	settled := func(id string) *agentclient.TaskState {
 		t.Helper()
 		var st *agentclient.TaskState
-		WaitFor(t, 60*time.Second, "task "+id+" to settle", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "task "+id+" to settle", func() bool {
 			s, err := c.State(ctx, ep, id)
 			if err == nil && (s.State == "completed" || s.State == "failed" || s.State == "cancelled") {
 				st = s
@@ -184,7 +185,7 @@ command = [%q, %q, %q, "gw"]
 	// arrives.
 	p = waitPinned(t, ctx, c, ep, "work")
 	b := invoke(p, 2, 600000)
-	WaitFor(t, 60*time.Second, "the backend to be called for task 2", func() bool { return executions(2) == 1 })
+	testkit.WaitFor(t, 60*time.Second, "the backend to be called for task 2", func() bool { return executions(2) == 1 })
 	kids = descendants(gw.PID())
 	cTask := invoke(p, 3, 50)
 	crash(gw, kids)

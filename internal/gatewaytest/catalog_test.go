@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // lineReader streams a subprocess's stdout as JSON lines.
@@ -119,20 +120,14 @@ func TestCatalogPush(t *testing.T) {
 	needSlixmpp(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if xmppharness.InCI() {
-			t.Fatal("node not installed")
-		}
-		t.Skip("node not installed")
+		testkit.Unavailable(t, "node not installed")
 	}
 	root, err := xmppharness.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		if xmppharness.InCI() {
-			t.Fatal("@modelcontextprotocol/sdk missing; run npm ci")
-		}
-		t.Skip("@modelcontextprotocol/sdk missing; run npm ci")
+		testkit.Unavailable(t, "@modelcontextprotocol/sdk missing; run npm ci")
 	}
 	const rounds = 5
 	e := Start(t, Options{Agents: []Agent{{Localpart: "weather"}}, Users: []string{"alice", "bob"}})

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // cliTaskCount is the number of tasks in the gateway's store.
@@ -90,7 +91,7 @@ func TestCLIE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 30*time.Second, "the wait task to run", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the wait task to run", func() bool {
 		st, err := c.State(ctx, e.Endpoint("weather"), acc.TaskID)
 		return err == nil && st.State == "running"
 	})
@@ -101,7 +102,7 @@ func TestCLIE2E(t *testing.T) {
 	out = run(0, "task", "cancel", "--reason", "enough", weather, acc.TaskID)
 	mustContain("task cancel", out, "cancellation accepted at revision")
 	var state string
-	WaitFor(t, 30*time.Second, "task state to show cancelled", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "task state to show cancelled", func() bool {
 		state = run(0, "task", "state", weather, acc.TaskID)
 		return strings.Contains(state, "state       cancelled")
 	})

@@ -18,12 +18,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/porttest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/porttest"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // The cluster test: one PostgreSQL (pgharness), one ejabberd whose
@@ -270,7 +271,7 @@ func (c *clusterEnv) storm(ctx context.Context, round int, victim string) {
 			results <- result{lines, err}
 		}()
 	}
-	WaitFor(t, 3*time.Minute, "a third of the round executed", func() bool {
+	testkit.WaitFor(t, 3*time.Minute, "a third of the round executed", func() bool {
 		return c.executionLines()-before >= clusterStorm/3
 	})
 	c.procs[victim].Kill()
@@ -340,7 +341,7 @@ func directoryOf(ctx context.Context, c *agentclient.Client, gw string) ([]strin
 func soonOnEvery(t *testing.T, what string, ask func() ([]string, error), ok func([]string) bool) {
 	t.Helper()
 	start := time.Now()
-	WaitFor(t, MinWait, what, func() bool {
+	testkit.WaitFor(t, testkit.MinWait, what, func() bool {
 		for range 15 {
 			if got, err := ask(); err != nil || !ok(got) {
 				return false
@@ -412,7 +413,7 @@ func TestCluster(t *testing.T) {
 		if n != 20 {
 			t.Fatalf("%d replay pairs reported", n)
 		}
-		WaitFor(t, time.Minute, "the replayed tasks executed", func() bool {
+		testkit.WaitFor(t, time.Minute, "the replayed tasks executed", func() bool {
 			x := c.executions()
 			for i := 100000; i < 100020; i++ {
 				if x[i] == 0 {
@@ -491,13 +492,13 @@ func TestCluster(t *testing.T) {
 			return nil
 		}
 		var last error
-		WaitFor(t, time.Minute, "the connector agent answering", func() bool { last = call(); return last == nil })
+		testkit.WaitFor(t, time.Minute, "the connector agent answering", func() bool { last = call(); return last == nil })
 		holder := c.leaseHolder(ctx, "connector:"+im)
 		if holder == "" {
 			t.Fatal("no instance holds the connector's lease")
 		}
 		c.procs[holder].Kill()
-		WaitFor(t, time.Minute, "the connector agent answering again after its holder died", func() bool {
+		testkit.WaitFor(t, time.Minute, "the connector agent answering again after its holder died", func() bool {
 			last = call()
 			return last == nil
 		})

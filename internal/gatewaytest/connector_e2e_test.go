@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 const (
@@ -70,7 +71,7 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	if strings.Contains(out, formToken) || strings.Contains(out, connectorKey) {
 		t.Fatalf("auth output leaks a secret: %s", out)
 	}
-	WaitFor(t, 10*time.Second, "connector tools after authentication", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "connector tools after authentication", func() bool {
 		return strings.Contains(strings.Join(toolsNow(), ","), "echo")
 	})
 
@@ -123,7 +124,7 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	// Restart only once the call is at the connector: restarted before it
 	// got there (a fixed 400 ms on a loaded machine), the call would simply
 	// run on the new connection.
-	WaitFor(t, 30*time.Second, "slow_count at the connector", func() bool { return slowCalls() > slowBefore })
+	testkit.WaitFor(t, 30*time.Second, "slow_count at the connector", func() bool { return slowCalls() > slowBefore })
 	if err := srv.Restart(300 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ api_key_env = "AGENTGW_TEST_CONNECTOR_KEY"
 	if err != nil || res.State != "failed" || !strings.Contains(string(res.Payload), `"code":"unavailable"`) || !strings.Contains(string(res.Payload), `"retryable":true`) {
 		t.Fatalf("call across a connector restart: %v %+v", err, res)
 	}
-	WaitFor(t, 20*time.Second, "echo after the connector restart", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "echo after the connector restart", func() bool {
 		r, err := c.Call(ctx, ep, "echo", json.RawMessage(`{"text":"again"}`), agentclient.CallOptions{})
 		return err == nil && r.State == "completed"
 	})

@@ -16,7 +16,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // benchLimitsTOML lifts the rate limits and task caps in a config file, as

@@ -20,9 +20,10 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 const (
@@ -109,7 +110,7 @@ func TestCrashAcceptedTasksDispatchedAfterRestart(t *testing.T) {
 	// The assertions below treat these eight as running at the crash, so
 	// wait until each has been dispatched.
 	for _, acc := range admitted {
-		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
 			st, err := s.clients[owner[acc.TaskID]].State(ctx, s.ep, acc.TaskID)
 			return err == nil && st.State == "running"
 		})

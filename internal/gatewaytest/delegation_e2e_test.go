@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestDelegationDepthBoundsCallsBackThroughAgentgwMCP: MCP agents whose
@@ -62,7 +63,7 @@ env = { BOT_PW = %q }
 	defer cancel()
 	c := e.Dial("alice")
 	const deep = "hop2.hop3.weather.echo"
-	WaitFor(t, 90*time.Second, "hop1 offers "+deep, func() bool {
+	testkit.WaitFor(t, 90*time.Second, "hop1 offers "+deep, func() bool {
 		_, err := c.Pin(ctx, e.Endpoint("hop1"), deep)
 		return err == nil
 	})
@@ -129,13 +130,13 @@ env = { LOOP_PW = %q }
 	defer cancel()
 	c := e.Dial("alice")
 	loop := e.Endpoint("loop")
-	WaitFor(t, 60*time.Second, "loop mirrors weather", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "loop mirrors weather", func() bool {
 		_, err := c.Pin(ctx, loop, "weather.echo")
 		return err == nil
 	})
 	// The front has listed loop's own tools back at least once: the bridge
 	// left them out, or (the bug) loop now mirrors itself.
-	WaitFor(t, 60*time.Second, "loop's own tools to come back through the front", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "loop's own tools to come back through the front", func() bool {
 		if strings.Contains(e.Log.String(), "an agentgw mcp mirror of this endpoint's own tool") {
 			return true
 		}

@@ -21,9 +21,10 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // The disk-fault tests run `agentgw serve` with its store on a file system
@@ -56,10 +57,7 @@ func dfRun(name string, args ...string) (string, error) {
 func dfUnavailable(t *testing.T, format string, a ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, a...)
-	if xmppharness.InCI() {
-		t.Fatalf("disk-fault test cannot run under CI: %s", msg)
-	}
-	t.Skipf("skipping: %s", msg)
+	testkit.Unavailable(t, "disk-fault test cannot run: %s", msg)
 }
 
 // dfMount mounts (mount args..., then dir) and unmounts dir on cleanup,

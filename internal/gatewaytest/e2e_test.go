@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func fiveAgents() []Agent {

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // TestFederationSlixmpp runs the trust scenario with slixmpp as the remote
@@ -46,11 +47,11 @@ func TestFederationSlixmpp(t *testing.T) {
 	}
 	// After a trust change: the gateway re-reads grants once a second, so
 	// a fixed one-second sleep raced that poll (and lost on a loaded
-	// machine). Run the checks until they pass, for at least MinWait; a
+	// machine). Run the checks until they pass, for at least testkit.MinWait; a
 	// grant that never applies still fails.
 	run := func(mode string) {
 		t.Helper()
-		deadline := time.Now().Add(2 * MinWait)
+		deadline := time.Now().Add(2 * testkit.MinWait)
 		for {
 			err := runOnce(mode)
 			if err == nil {

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestFederationGrants walks the trust model across two real federated
@@ -74,7 +75,7 @@ invoke_burst = 40
 
 	// 2. Visibility only.
 	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--visibility", "a.test")
-	WaitFor(t, 2*time.Second, "visibility grant", func() bool { return allIs(discovery(), "") })
+	testkit.WaitFor(t, 2*time.Second, "visibility grant", func() bool { return allIs(discovery(), "") })
 	if _, err := invoke(); ErrCondition(err) != "item-not-found" {
 		t.Fatalf("invoke with visibility only: %v", err)
 	}
@@ -86,9 +87,9 @@ invoke_burst = 40
 	// 3. Invocation only: hidden again, but a pinned invoke runs.
 	e.Agentgw(0, "trust", "revoke", "--config", e.ConfigPath, "--visibility", "a.test")
 	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--invocation", "a.test")
-	WaitFor(t, 2*time.Second, "revocation of visibility", func() bool { return allIs(discovery(), "item-not-found") })
+	testkit.WaitFor(t, 2*time.Second, "revocation of visibility", func() bool { return allIs(discovery(), "item-not-found") })
 	var acc *agentclient.Accepted
-	WaitFor(t, 2*time.Second, "invocation grant", func() bool {
+	testkit.WaitFor(t, 2*time.Second, "invocation grant", func() bool {
 		acc, err = invoke()
 		return err == nil
 	})

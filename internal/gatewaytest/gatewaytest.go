@@ -22,16 +22,16 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // Password is every test user's password prefix: user alice has
@@ -363,26 +363,6 @@ func DefaultExecutor() *taskstest.Executor {
 	x.Script("fail", taskstest.Step{Fail: &tasks.Failure{Code: "com.example:broken", Message: "The tool is broken.", Retryable: false}})
 	x.Script("wait", taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: taskstest.Reason("stopped on request")})
 	return x
-}
-
-// MinWait is the least any wait on a condition lasts: timeouts written for
-// a quiet machine are missed on a loaded 2-core CI runner, where these
-// suites share the CPU with real servers and the other test binaries. A
-// longer wait only delays a failure; it never hides one.
-const MinWait = 30 * time.Second
-
-// WaitFor polls cond until it holds or the timeout (at least MinWait)
-// passes.
-func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	timeout = max(timeout, MinWait)
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // ErrCondition is agentclient.Condition re-exported for brevity in tests.

@@ -15,14 +15,15 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/endpointhost"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // scriptedHost is a scripted executor with the Start an endpointhost
@@ -79,7 +80,7 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if _, _, err := pub.Publish(ctx, []byte(v1)); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 20*time.Second, "version 1.0.0 active at the gateway", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "version 1.0.0 active at the gateway", func() bool {
 		m, ok := e.Gateway.Registry.Active(bot)
 		return ok && m.Version == "1.0.0"
 	})
@@ -88,7 +89,7 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if _, _, err := pub.Publish(ctx, []byte(v2)); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 20*time.Second, "version 1.1.0 active at the gateway", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "version 1.1.0 active at the gateway", func() bool {
 		m, ok := e.Gateway.Registry.Active(bot)
 		return ok && m.Version == "1.1.0"
 	})
@@ -101,7 +102,7 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "hello hosted") {
 		t.Fatalf("echo at the hosted endpoint: %v %+v", err, out)
 	}
-	WaitFor(t, 10*time.Second, "the gateway sees the host online", func() bool { return e.Gateway.SelfReg.Online(bot) })
+	testkit.WaitFor(t, 10*time.Second, "the gateway sees the host online", func() bool { return e.Gateway.SelfReg.Online(bot) })
 
 	// The XMPP server restarts: the host reconnects on its own, the
 	// gateway follows its presence again, and it serves as before.
@@ -110,9 +111,9 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if err := e.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 60*time.Second, "the gateway's stream is back", func() bool { return e.Gateway.Component.Stats().Connects >= 2 })
+	testkit.WaitFor(t, 60*time.Second, "the gateway's stream is back", func() bool { return e.Gateway.Component.Stats().Connects >= 2 })
 	c = e.Dial("alice")
-	WaitFor(t, 60*time.Second, "the hosted endpoint answers after the restart", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the hosted endpoint answers after the restart", func() bool {
 		_, err := c.GetManifest(ctx, jid.MustParse(bot+"/agent"), "")
 		return err == nil
 	})
@@ -120,7 +121,7 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 	if err != nil || out.State != "completed" || !strings.Contains(string(out.Payload), "after the restart") {
 		t.Fatalf("echo after the restart: %v %+v", err, out)
 	}
-	WaitFor(t, 10*time.Second, "the gateway sees the host online after the restart", func() bool { return e.Gateway.SelfReg.Online(bot) })
+	testkit.WaitFor(t, 10*time.Second, "the gateway sees the host online after the restart", func() bool { return e.Gateway.SelfReg.Online(bot) })
 }
 
 // TestSelfRegisteredListedAfterPresenceRace forces, through Prosody, the
@@ -212,7 +213,7 @@ func TestSelfRegisteredListedAfterPresenceRace(t *testing.T) {
 	if _, _, err := pub.Publish(ctx, []byte(m)); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 60*time.Second, "the host's manifest active at the gateway", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the host's manifest active at the gateway", func() bool {
 		_, ok := e.Gateway.Registry.Active(bot)
 		return ok
 	})

@@ -21,11 +21,12 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // hostileCase is one hostile input. run sends it and reports what came
@@ -720,7 +721,7 @@ func (c *tapConn) since(mark int) []*xmltree.Element {
 func (c *tapConn) waitFor(t *testing.T, mark int, what string, match func(*xmltree.Element) bool) *xmltree.Element {
 	t.Helper()
 	var found *xmltree.Element
-	WaitFor(t, 20*time.Second, what, func() bool {
+	testkit.WaitFor(t, 20*time.Second, what, func() bool {
 		for _, m := range c.since(mark) {
 			if match(m) {
 				found = m

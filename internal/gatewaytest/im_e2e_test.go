@@ -21,7 +21,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 
 	_ "github.com/mattn/go-sqlite3" // read the gateway's queue before the kill
 )
@@ -108,7 +109,7 @@ func (h *inboxHuman) of(kind string) []map[string]any {
 func (h *inboxHuman) wait(d time.Duration, what string, pred func(map[string]any) bool) map[string]any {
 	h.t.Helper()
 	var got map[string]any
-	WaitFor(h.t, d, what, func() bool {
+	testkit.WaitFor(h.t, d, what, func() bool {
 		for _, m := range h.all() {
 			if pred(m) {
 				got = m
@@ -169,7 +170,7 @@ download_origins = [%q]
 	pic := make([]byte, 200<<10)
 	rand.Read(pic)
 	var first string
-	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
 		first = srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", SenderName: "Bob",
 			Text: "hi alice <script>x</script>\x01\x1b]0;", Files: []connectortest.IMFile{{Name: "cat.png", MimeType: "image/png", Data: pic}}})
 		return first != ""
@@ -196,7 +197,7 @@ download_origins = [%q]
 	rand.Read(doc)
 	alice.send(map[string]any{"to": from, "body": "hello Bob", "thread": "conv_bob", "id": "alice-1",
 		"file_b64": base64.StdEncoding.EncodeToString(doc), "name": "notes.bin", "reply_to": "im_" + first})
-	WaitFor(t, 60*time.Second, "the reply on the IM side", func() bool { return len(srv.Outbound()) == 1 })
+	testkit.WaitFor(t, 60*time.Second, "the reply on the IM side", func() bool { return len(srv.Outbound()) == 1 })
 	out := srv.Outbound()[0]
 	if out.Conversation != "conv_bob" || !strings.HasPrefix(out.Text, "hello Bob") || len(out.Files) != 1 ||
 		out.Files[0].SHA256 != hexSum(doc) || out.Files[0].Filename != "notes.bin" || out.ReplyTo != first {
@@ -220,7 +221,7 @@ download_origins = [%q]
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 60*time.Second, "alice's reply sent during the restart on the IM side", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "alice's reply sent during the restart on the IM side", func() bool {
 		for _, o := range srv.Outbound() {
 			if o.Text == "while the connector restarts" {
 				return true
@@ -246,7 +247,7 @@ download_origins = [%q]
 	// Kill only once the gateway has the reply durably (queued, or already
 	// on the IM side): before that it is Prosody's to lose, not ours, and a
 	// fixed 150 ms sleep lost that race on a loaded machine.
-	WaitFor(t, 60*time.Second, "the gateway to queue alice's second reply", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the gateway to queue alice's second reply", func() bool {
 		return queuedOut(t, filepath.Join(e.Dir, "agentgw.db"), "reply before the crash") || slices.ContainsFunc(srv.Outbound(), func(o connectortest.OutboundMessage) bool { return o.Text == "reply before the crash" })
 	})
 	gw.Kill()
@@ -261,7 +262,7 @@ download_origins = [%q]
 			return m["event"] == "message" && m["origin_id"] == "im_"+id
 		})
 	}
-	WaitFor(t, 60*time.Second, "alice's second reply on the IM side", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "alice's second reply on the IM side", func() bool {
 		for _, o := range srv.Outbound() {
 			if o.Text == "reply before the crash" {
 				return true

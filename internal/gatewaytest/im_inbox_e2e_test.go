@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // The xAgent IM Profile v2 through Prosody, the reference connector and
@@ -63,7 +64,7 @@ func (m *imEnv) auth() {
 func (m *imEnv) inject(t *testing.T, msg connectortest.IMMessage) string {
 	t.Helper()
 	var id string
-	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
 		id = m.srv.InjectMessage(msg)
 		return id != ""
 	})
@@ -132,8 +133,8 @@ func TestIMFilePendingAtStartWaitsForComponent(t *testing.T) {
 	})
 	gw := m.e.Serve("gw1")
 	m.auth()
-	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool { return m.srv.InjectMessage(connectortest.IMMessage{Text: "warm-up"}) != "" })
-	WaitFor(t, 30*time.Second, "the warm-up acknowledged", func() bool { return len(m.srv.Unacknowledged()) == 0 })
+	testkit.WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool { return m.srv.InjectMessage(connectortest.IMMessage{Text: "warm-up"}) != "" })
+	testkit.WaitFor(t, 30*time.Second, "the warm-up acknowledged", func() bool { return len(m.srv.Unacknowledged()) == 0 })
 	gw.Stop()
 	if err := m.server.Stop(); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestIMInboxBounceKeepsMessageQueued(t *testing.T) {
 	if !strings.Contains(gw.Log(), "the inbox is back") {
 		t.Errorf("the message went out without the inbox's return being seen (a probe timer?)\n%s", tail(gw.Log(), 3000))
 	}
-	WaitFor(t, 30*time.Second, "the delivered message to leave the queue", func() bool { return !pendingIn(t, db)[away] })
+	testkit.WaitFor(t, 30*time.Second, "the delivered message to leave the queue", func() bool { return !pendingIn(t, db)[away] })
 	time.Sleep(3 * time.Second)
 	if n := len(alice2.messagesWith(away)); n != 1 {
 		t.Fatalf("the bounced message reached the inbox %d times", n)
@@ -231,7 +232,7 @@ func TestIMInboxBounceKeepsMessageQueued(t *testing.T) {
 	// final failure on the IM side.
 	doomed := m.inject(t, connectortest.IMMessage{Conversation: "conv_b", Text: "short-lived", ExpiresAt: time.Now().Add(12 * time.Second)})
 	var fail connectortest.InboundAck
-	WaitFor(t, 90*time.Second, "the final failure ack on the IM side", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "the final failure ack on the IM side", func() bool {
 		for _, a := range m.srv.InboundAcks() {
 			if a.MessageID == doomed && a.Code != "" {
 				fail = a

@@ -16,18 +16,19 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/component/componenttest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // BenchmarkConcurrentTasks1000XMPPCeiling is BenchmarkConcurrentTasks1000's
@@ -192,7 +193,7 @@ func BenchmarkConcurrentTasks1000XMPPCeiling(b *testing.B) {
 	}
 	run.Wait()
 	want := len(all) * (progress + 1)
-	WaitFor(b, 2*time.Minute, "every event received", func() bool { return got.Load() >= int64(want) })
+	testkit.WaitFor(b, 2*time.Minute, "every event received", func() bool { return got.Load() >= int64(want) })
 	cpu.report(b, want)
 	b.StopTimer()
 	var lags latSample

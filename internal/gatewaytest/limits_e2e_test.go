@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // TestProgressFloodE2E: a tool sends 5,000 progress updates over about a
@@ -166,7 +167,7 @@ func TestBackendConcurrencyE2E(t *testing.T) {
 		return strings.Join(out, ",")
 	}
 	want := "running,running,accepted,accepted,accepted"
-	deadline := time.Now().Add(MinWait)
+	deadline := time.Now().Add(testkit.MinWait)
 	for committed() != want && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -218,7 +219,7 @@ func TestQuotaPerRemoteDomainE2E(t *testing.T) {
 	carol, _ := e.DialOn(a, "carol")
 	dave, _ := e.DialOn(a, "dave")
 	var first *agentclient.Accepted
-	WaitFor(t, 5*time.Second, "the invocation grant", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the invocation grant", func() bool {
 		var err error
 		first, err = invoke(alice, "wait", `{}`)
 		return err == nil

@@ -32,13 +32,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // accEverything returns node and server-everything's entry point; like
@@ -74,7 +75,7 @@ func accStart(t *testing.T, localpart string, toml func(domain string) string) (
 			t.Logf("last manifest error: %v\ngateway log tail:\n%s", lastErr, tail(e.Log.String(), 4000))
 		}
 	}()
-	WaitFor(t, 90*time.Second, localpart+"'s published manifest", func() bool {
+	testkit.WaitFor(t, 90*time.Second, localpart+"'s published manifest", func() bool {
 		_, lastErr = c.GetManifest(ctx, ep, "")
 		return lastErr == nil
 	})
@@ -417,7 +418,7 @@ func TestMCPAcceptanceCancel(t *testing.T) {
 
 	// What the server received: the call and its cancellation.
 	var callID, token json.RawMessage
-	WaitFor(t, 10*time.Second, "notifications/cancelled on the server's stdin", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "notifications/cancelled on the server's stdin", func() bool {
 		callID, token = nil, nil
 		for _, f := range accFrames(t, in) {
 			if f.Method == "tools/call" && f.Params.Name == tool {
@@ -776,7 +777,7 @@ func TestMCPAcceptanceCrash(t *testing.T) {
 
 	// The server process: the gateway (this process) spawned it.
 	var pid int
-	WaitFor(t, 10*time.Second, "server-everything child process", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "server-everything child process", func() bool {
 		var fresh []int
 		for _, p := range accChildren(os.Getpid(), entry) {
 			if !slices.Contains(before, p) {
@@ -852,7 +853,7 @@ func TestMCPAcceptanceCrash(t *testing.T) {
 	t.Logf("presence from %s: %q (kill after #%d)", ep, pres.snapshot(), mark)
 
 	var newPID int
-	WaitFor(t, 30*time.Second, "a restarted server-everything", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a restarted server-everything", func() bool {
 		for _, p := range accChildren(os.Getpid(), entry) {
 			if p != pid && !slices.Contains(before, p) {
 				newPID = p
@@ -986,7 +987,7 @@ headers_env = { Authorization = "AGENTGW_ACC_MCP_WRONG" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 30*time.Second, "the refused endpoint's connection error in the log", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the refused endpoint's connection error in the log", func() bool {
 		return strings.Contains(e.Log.String(), "refused@") && strings.Contains(e.Log.String(), "MCP server unavailable")
 	})
 	if _, err := c.GetManifest(ctx, e.Endpoint("refused"), ""); err == nil {

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // everythingTOML declares server-everything (installed from the committed
@@ -36,7 +37,7 @@ func TestMCPAgentThroughProsody(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ep := e.Endpoint("everything")
-	WaitFor(t, 60*time.Second, "server-everything's manifest", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "server-everything's manifest", func() bool {
 		_, err := c.GetManifest(ctx, ep, "")
 		return err == nil
 	})

@@ -15,10 +15,11 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // echoChat is a test-only Conversant (a wiring test of the messaging
@@ -129,7 +130,7 @@ per_conversation_burst = 20
 		TOML:     toml,
 	})
 	if mcp {
-		WaitFor(t, 90*time.Second, "the MCP endpoint to be active", func() bool {
+		testkit.WaitFor(t, 90*time.Second, "the MCP endpoint to be active", func() bool {
 			_, ok := e.Gateway.Registry.Active(e.Endpoint("everything").String())
 			return ok
 		})
@@ -213,7 +214,7 @@ func TestSlixmppMessaging(t *testing.T) {
 		t.Fatal("no reply after the hostile client")
 	}
 	// This Prosody runs without mod_blocklist: the gateway says so.
-	WaitFor(t, 30*time.Second, "the warning about a server without XEP-0191", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the warning about a server without XEP-0191", func() bool {
 		return strings.Contains(e.Log.String(), "does not advertise XEP-0191 blocking")
 	})
 	st := e.Gateway.Messaging.Stats()
@@ -245,7 +246,7 @@ func TestMessagingBlockingEjabberd(t *testing.T) {
 
 func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 	e, b := messagingEnv(t, srv, false)
-	WaitFor(t, 30*time.Second, "the gateway to find the server's XEP-0191 support", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the gateway to find the server's XEP-0191 support", func() bool {
 		return strings.Contains(e.Log.String(), "the XMPP server advertises XEP-0191 blocking")
 	})
 	if strings.Contains(e.Log.String(), "does not advertise XEP-0191") {
@@ -291,7 +292,7 @@ func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 		}
 	}
 	say("hello")
-	WaitFor(t, 30*time.Second, "the reply to hello", func() bool { return got("echo: hello") })
+	testkit.WaitFor(t, 30*time.Second, "the reply to hello", func() bool { return got("echo: hello") })
 	full := b.Turns()[0].From
 	chat := b.Chat()
 	send := func(to, body string) error {
@@ -308,7 +309,7 @@ func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 	if err := send(alice.JID().Bare().String(), "while blocked (bare)"); err != nil {
 		t.Fatalf("send while blocked: %v", err)
 	}
-	WaitFor(t, 30*time.Second, "the gateway to refuse after the bounce", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the gateway to refuse after the bounce", func() bool {
 		return errors.Is(send(full, "probe after bounce"), backendkit.ErrChatRefused)
 	})
 	for _, l := range strings.Split(e.Log.String(), "\n") {
@@ -321,7 +322,7 @@ func checkBlocking(t *testing.T, srv *xmppharness.Server) {
 		t.Fatalf("send after the bounce, before alice wrote: %v, want ErrChatRefused", err)
 	}
 	say("again")
-	WaitFor(t, 30*time.Second, "the reply to again", func() bool { return got("echo: again") })
+	testkit.WaitFor(t, 30*time.Second, "the reply to again", func() bool { return got("echo: again") })
 	// The stream is ordered: whatever was delivered while blocked would
 	// have arrived before the reply to "again".
 	for _, s := range []string{"while blocked (full)", "while blocked (bare)", "probe after bounce", "refused until alice writes"} {
@@ -385,14 +386,14 @@ inbox = %q
 		}
 		return out
 	}
-	WaitFor(t, 60*time.Second, "the IM endpoint to advertise chat", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the IM endpoint to advertise chat", func() bool {
 		f := features()
 		return f[ns.ChatStates] && f[ns.Receipts] && f[ns.Reply] && f[ns.StanzaID]
 	})
 
 	alice := startInbox(t, e, "alice")
 	var first string
-	WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a signed-in channel at the connector", func() bool {
 		first = srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", SenderName: "Bob", Text: "hi alice"})
 		return first != ""
 	})
@@ -424,7 +425,7 @@ inbox = %q
 	alice.wait(60*time.Second, "the receipt of the later message", func(m map[string]any) bool {
 		return m["event"] == "receipt" && m["id"] == "alice-r2"
 	})
-	WaitFor(t, 30*time.Second, "the unreceipted message on the IM side", func() bool { return outbound("no receipt please") == 1 })
+	testkit.WaitFor(t, 30*time.Second, "the unreceipted message on the IM side", func() bool { return outbound("no receipt please") == 1 })
 	for _, m := range alice.of("receipt") {
 		if m["id"] == "alice-q1" {
 			t.Errorf("a receipt for a message that did not ask for one: %v", m)
@@ -448,7 +449,7 @@ inbox = %q
 		alice.send(map[string]any{"to": from, "body": "sent twice", "thread": "conv_bob", "id": "alice-dup"})
 	}
 	alice.send(map[string]any{"to": from, "body": "after the resend", "thread": "conv_bob", "id": "alice-after"})
-	WaitFor(t, 60*time.Second, "the message after the resend on the IM side", func() bool { return outbound("after the resend") == 1 })
+	testkit.WaitFor(t, 60*time.Second, "the message after the resend on the IM side", func() bool { return outbound("after the resend") == 1 })
 	if n := outbound("sent twice"); n != 1 {
 		t.Errorf("a message sent twice with one id reached the IM side %d times", n)
 	}

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/porttest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/porttest"
 )
 
 // freeAddr picks an address that the gateway binds later (porttest).
@@ -49,7 +50,7 @@ func TestMetricsDuringCalls(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	WaitFor(t, 5*time.Second, "readyz", func() bool { code, _ := get("/readyz"); return code == 200 })
+	testkit.WaitFor(t, 5*time.Second, "readyz", func() bool { code, _ := get("/readyz"); return code == 200 })
 	_, body := get("/metrics")
 	value := func(series string) float64 {
 		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+]+)$`)
@@ -85,7 +86,7 @@ func TestMetricsCountReplays(t *testing.T) {
 	scrape := func() map[string]float64 {
 		t.Helper()
 		var body string
-		WaitFor(t, 30*time.Second, "/metrics", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "/metrics", func() bool {
 			resp, err := http.Get("http://" + addr + "/metrics")
 			if err != nil {
 				return false

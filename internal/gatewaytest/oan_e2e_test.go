@@ -12,19 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 func startOAN(t *testing.T) *oantest.Server {
 	t.Helper()
 	s, err := oantest.Start()
-	if errors.Is(err, oantest.ErrNoNode) && !xmppharness.InCI() {
-		t.Skip(err)
+	if errors.Is(err, oantest.ErrNoNode) {
+		testkit.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ input_timeout_seconds = 8
 	c := e.Dial("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	WaitFor(t, 30*time.Second, "the OAN manifest", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the OAN manifest", func() bool {
 		_, err := c.Pin(ctx, ep, "chat")
 		return err == nil
 	})
@@ -164,7 +164,7 @@ input_timeout_seconds = 8
 	}
 	st, closeStore := oanStore(t, e)
 	defer closeStore()
-	WaitFor(t, 20*time.Second, "two pending escalations", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "two pending escalations", func() bool {
 		items, _ := st.Items(ctx, ep.String(), oandb.StatePending)
 		return len(items) == 2
 	})
@@ -178,7 +178,7 @@ input_timeout_seconds = 8
 	// is POSTed; meanwhile the non-owner can neither run escalations nor
 	// answer the owner's pending input.
 	srv.MatchRequest(gofer, "Counterpart C")
-	WaitFor(t, 20*time.Second, "a third pending escalation", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a third pending escalation", func() bool {
 		items, _ := st.Items(ctx, ep.String(), oandb.StatePending)
 		return len(items) == 1
 	})
@@ -206,13 +206,13 @@ input_timeout_seconds = 8
 		}})
 		done <- out
 	}()
-	WaitFor(t, 20*time.Second, "the owner's pending input", func() bool { mu.Lock(); defer mu.Unlock(); return pending.rid != "" })
+	testkit.WaitFor(t, 20*time.Second, "the owner's pending input", func() bool { mu.Lock(); defer mu.Unlock(); return pending.rid != "" })
 	mu.Lock()
 	rid, rev := pending.rid, pending.rev
 	mu.Unlock()
 	requireChecks(t, runSlixmpp(t, e, "oan.py", "mallory", "--endpoint", ep.String(), "--mode", "nonowner",
 		"--task", acc.TaskID, "--request", rid, "--revision", fmt.Sprint(rev)), "nonowner")
-	WaitFor(t, 60*time.Second, "the unanswered escalation to expire", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the unanswered escalation to expire", func() bool {
 		st, err := c.State(ctx, ep, acc.TaskID)
 		return err == nil && st.State == "failed"
 	})
@@ -234,7 +234,7 @@ input_timeout_seconds = 8
 		srv.Emit(map[string]any{"type": "match_request", "goferId": gofer, "source": "platform",
 			"payload": map[string]any{"requestId": fmt.Sprintf("rq-fault-%d", i), "counterpartRoleName": "X"},
 			"reply":   map[string]any{"method": "POST", "path": fmt.Sprintf("/api/v1/match-requests/rq-fault-%d/decision", i)}})
-		WaitFor(t, 30*time.Second, "back-filled after a fault", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "back-filled after a fault", func() bool {
 			items, _ := st.Items(ctx, ep.String(), oandb.StatePending)
 			return len(items) == 2+i
 		})
@@ -273,7 +273,7 @@ input_timeout_seconds = 8
 	}
 	gw2 := e.Serve("gw2")
 	l5, _ := srv.Log()
-	WaitFor(t, 60*time.Second, "the restarted gateway to catch up", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the restarted gateway to catch up", func() bool {
 		c, _ := st.Cursor(ctx, ep.String())
 		return fmt.Sprint(c) == l5.Cursor
 	})
@@ -311,7 +311,7 @@ input_timeout_seconds = 8
 		o, se, err := execSlixmpp(t, e, "oan.py", "alice", "--endpoint", ep.String(), "--mode", "presence", "--ready-file", ready)
 		presence <- scriptOut{o, se, err}
 	}()
-	WaitFor(t, 60*time.Second, "the owner to see the endpoint available", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the owner to see the endpoint available", func() bool {
 		_, err := os.Stat(ready)
 		return err == nil
 	})
@@ -327,7 +327,7 @@ input_timeout_seconds = 8
 	code3, _ := srv.PairingCode()
 	e.Agentgw(0, "oan", "pair", "--config", e.ConfigPath, "--force", "--code", code3, ep.String())
 	gw2.WaitLog("a new OAN API key was paired", 30*time.Second)
-	WaitFor(t, 30*time.Second, "working again after re-pairing", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "working again after re-pairing", func() bool {
 		res, err := c.Call(ctx, ep, "list_gofers", json.RawMessage(`{}`), agentclient.CallOptions{})
 		return err == nil && res.State == "completed"
 	})

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // ownerInbox is what the owner's own XMPP client (through Prosody)
@@ -114,7 +115,7 @@ reply_timeout_seconds = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	c := e.Dial("alice")
-	WaitFor(t, 30*time.Second, "the OAN manifest", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the OAN manifest", func() bool {
 		_, err := c.Pin(ctx, ep, "create_gofer")
 		return err == nil
 	})
@@ -148,11 +149,11 @@ reply_timeout_seconds = 3
 
 	t.Run("owner-receives-unprompted", func(t *testing.T) {
 		goferSays("unprompted one")
-		WaitFor(t, 30*time.Second, "the owner to receive the Gofer's unprompted message", func() bool { return owner.has("unprompted one") })
+		testkit.WaitFor(t, 30*time.Second, "the owner to receive the Gofer's unprompted message", func() bool { return owner.has("unprompted one") })
 		if _, err := srv.MatchRequest(gofer, "Counterpart N"); err != nil {
 			t.Fatal(err)
 		}
-		WaitFor(t, 30*time.Second, "the owner to receive the match notice", func() bool { return owner.has("New match request from «Counterpart N»") })
+		testkit.WaitFor(t, 30*time.Second, "the owner to receive the match notice", func() bool { return owner.has("New match request from «Counterpart N»") })
 		if strings.Contains(gw.Log(), "the recipient does not accept messages from this agent") {
 			t.Fatalf("delivery to the configured owner was refused:\n%s", tail(gw.Log(), 2000))
 		}
@@ -166,7 +167,7 @@ reply_timeout_seconds = 3
 
 	t.Run("owner-receives-after-restart", func(t *testing.T) {
 		goferSays("after the restart")
-		WaitFor(t, 30*time.Second, "the owner to receive a message after the restart", func() bool { return owner.has("after the restart") })
+		testkit.WaitFor(t, 30*time.Second, "the owner to receive a message after the restart", func() bool { return owner.has("after the restart") })
 		if strings.Contains(gw.Log(), "the recipient does not accept messages from this agent") {
 			t.Fatalf("delivery to the configured owner was refused after a restart:\n%s", tail(gw.Log(), 2000))
 		}
@@ -195,7 +196,7 @@ reply_timeout_seconds = 3
 			evs = append(evs, msg, relay)
 			srv.Mode(map[string]any{"hostileReplyPath": ""})
 			l, _ := srv.Log()
-			WaitFor(t, 30*time.Second, hp.name+": the cursor past the hostile events", func() bool {
+			testkit.WaitFor(t, 30*time.Second, hp.name+": the cursor past the hostile events", func() bool {
 				c, _ := st.Cursor(ctx, ep.String())
 				return fmt.Sprint(c) == l.Cursor
 			})
@@ -225,7 +226,7 @@ reply_timeout_seconds = 3
 		// A clean event after them reaches the owner: the hostile ones
 		// did not (they came first).
 		goferSays("clean sentinel")
-		WaitFor(t, 30*time.Second, "the clean sentinel", func() bool { return owner.has("clean sentinel") })
+		testkit.WaitFor(t, 30*time.Second, "the clean sentinel", func() bool { return owner.has("clean sentinel") })
 		for _, b := range owner.all() {
 			if strings.Contains(b, "HOSTILE") {
 				t.Errorf("the owner was shown a hostile event: %q", b)
@@ -241,7 +242,7 @@ reply_timeout_seconds = 3
 		}
 		expect := func(want, what string) {
 			t.Helper()
-			WaitFor(t, 60*time.Second, want+" presence "+what, func() bool { return lastIs(owner.presenceSince(n), want) })
+			testkit.WaitFor(t, 60*time.Second, want+" presence "+what, func() bool { return lastIs(owner.presenceSince(n), want) })
 			n = owner.presenceCount()
 		}
 		repair := func() {

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // taskProbe is one task IQ, well-formed or not.
@@ -175,7 +176,7 @@ func TestTaskIQsNoExistenceOracleFederated(t *testing.T) {
 
 	e.Agentgw(0, "trust", "grant", "--config", e.ConfigPath, "--invocation", "a.test")
 	p := findProbe(t, probes, "invoke/no-request-id")
-	WaitFor(t, 3*time.Second, "invocation grant", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "invocation grant", func() bool {
 		return strings.Contains(probeReply(t, ctx, alice, p, e.Endpoint("weather").String()), "<bad-request")
 	})
 	assertPrecise(t, ctx, alice, probes, e.Endpoint("weather").String())

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/pgharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // BenchmarkMCPEchoPostgresVsSQLite calls server-everything's echo end to

@@ -9,10 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // pgDSNPassword is put into the DSN of the PostgreSQL end-to-end tests:
@@ -74,7 +75,7 @@ func TestPostgresServeInvokeReplayRestart(t *testing.T) {
 		running = append(running, acc)
 	}
 	for _, acc := range running {
-		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to run", func() bool {
 			st, err := c.State(ctx, ep, acc.TaskID)
 			return err == nil && st.State == "running"
 		})
@@ -103,7 +104,7 @@ func TestPostgresServeInvokeReplayRestart(t *testing.T) {
 	gw2.WaitLog("published MCP manifest", 60*time.Second)
 	for _, acc := range running {
 		var res *agentclient.TaskResult
-		WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to settle", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "task "+acc.TaskID+" to settle", func() bool {
 			res, err = c.Result(ctx, ep, acc.TaskID)
 			return err == nil
 		})
@@ -111,7 +112,7 @@ func TestPostgresServeInvokeReplayRestart(t *testing.T) {
 			t.Errorf("task %s, running at the crash: %s %s", acc.TaskID, res.State, res.Payload)
 		}
 	}
-	WaitFor(t, 30*time.Second, "the accepted task to be dispatched", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the accepted task to be dispatched", func() bool {
 		st, err := c.State(ctx, ep, clone)
 		return err == nil && (st.State == "running" || st.State == "completed")
 	})
@@ -189,7 +190,7 @@ func TestPostgresOutage(t *testing.T) {
 	// The caller replays the same request-id, as after any error or
 	// timeout; the first attempts may meet connections the crash broke.
 	var acc *agentclient.Accepted
-	WaitFor(t, 30*time.Second, "an admission after the database is back", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "an admission after the database is back", func() bool {
 		acc, err = c.Invoke(ctx, ep, req)
 		return err == nil
 	})

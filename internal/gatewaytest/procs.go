@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // Prepare is Start without the in-process gateway: it brings up the server,
@@ -61,10 +62,7 @@ func EverythingTOML(t testing.TB, localpart, domain string) string {
 	entry := filepath.Join(root, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	node, nerr := exec.LookPath("node")
 	if _, serr := os.Stat(entry); nerr != nil || serr != nil {
-		if xmppharness.InCI() {
-			t.Fatalf("node or server-everything missing (run npm ci at the module root): %v %v", nerr, serr)
-		}
-		t.Skip("node or server-everything not installed; run npm ci at the module root")
+		testkit.Unavailable(t, "node or server-everything missing (run npm ci at the module root): %v %v", nerr, serr)
 	}
 	return fmt.Sprintf("\n[[agents]]\njid = %q\n[agents.mcp]\ncommand = [%q, %q, \"stdio\"]\n", localpart+"@"+domain, node, entry)
 }

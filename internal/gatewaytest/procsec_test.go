@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // TestMCPChildCannotReadGatewaySecret runs a real `agentgw serve` whose
@@ -119,7 +121,7 @@ while :; do sleep 1; done
 		t.Fatal(err)
 	}
 	<-p.Exited()
-	WaitFor(t, 10*time.Second, "the MCP child to die with the gateway", func() bool { return !alive(child) })
+	testkit.WaitFor(t, 10*time.Second, "the MCP child to die with the gateway", func() bool { return !alive(child) })
 }
 
 // alive reports whether pid exists and is not a zombie (exited children

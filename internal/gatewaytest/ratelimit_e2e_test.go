@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // countingConn counts IQ attempts and the resource-constraint refusals
@@ -53,7 +54,7 @@ func TestLocalServiceAccountIsNotThrottled(t *testing.T) {
 		taskIDs = append(taskIDs, acc.TaskID)
 	}
 	// Wait on the engine itself, so the wait spends no request budget.
-	WaitFor(t, time.Minute, "all echo tasks to complete", func() bool {
+	testkit.WaitFor(t, time.Minute, "all echo tasks to complete", func() bool {
 		for _, id := range taskIDs {
 			s, err := e.Gateway.Engine.State(ctx, e.JID("svc"), ep.String(), id)
 			if err != nil || s.State != agentproto.StateCompleted {
@@ -69,7 +70,7 @@ func TestLocalServiceAccountIsNotThrottled(t *testing.T) {
 		// The component reconnects after the restart; wait for the first
 		// answer rather than racing it.
 		if i == 0 {
-			WaitFor(t, 30*time.Second, "the restarted gateway to answer", func() bool {
+			testkit.WaitFor(t, 30*time.Second, "the restarted gateway to answer", func() bool {
 				_, err = svc.State(ctx, ep, id)
 				return agentclient.Condition(err) != "service-unavailable" && agentclient.Condition(err) != "remote-server-not-found"
 			})

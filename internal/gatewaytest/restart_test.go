@@ -14,13 +14,14 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestRestartXMPPServerWhileRunning kills Prosody under a running gateway
@@ -64,7 +65,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 10*time.Second, "the task to report its first progress", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the task to report its first progress", func() bool {
 		evs, _ := e.Gateway.Engine.Events(ctx, acc.TaskID)
 		return len(evs) >= 2
 	})
@@ -79,7 +80,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 		_, err := comp.SendIQ(context.Background(), iq)
 		iqDone <- err
 	}()
-	WaitFor(t, 10*time.Second, "the IQ to be written to the server", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the IQ to be written to the server", func() bool {
 		s := comp.Stats()
 		return s.Sent > before.Sent && s.PendingIQs > 0
 	})
@@ -105,7 +106,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 		t.Fatal("the pending IQ still hangs 30 s after the server died")
 	}
 	// While the server is down nothing waits for an answer that cannot come.
-	WaitFor(t, 10*time.Second, "the gateway to notice the stream is gone", func() bool { return !comp.Connected() })
+	testkit.WaitFor(t, 10*time.Second, "the gateway to notice the stream is gone", func() bool { return !comp.Connected() })
 	if _, err := comp.SendIQ(ctx, xmltree.New(component.NSComponent, "iq", "type", "get", "to", e.Server.Domain).Add(xmltree.New(ns.Ping, "ping"))); !errors.Is(err, component.ErrNotConnected) {
 		t.Fatalf("SendIQ during the outage: %v, want component.ErrNotConnected", err)
 	}
@@ -117,7 +118,7 @@ func restartRun(t *testing.T, outage time.Duration) {
 
 	// The task settles during the outage: its events have no route.
 	close(gate)
-	WaitFor(t, 10*time.Second, "the task to complete during the outage", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the task to complete during the outage", func() bool {
 		evs, _ := e.Gateway.Engine.Events(ctx, acc.TaskID)
 		return len(evs) > 0 && evs[len(evs)-1].Type == "completed"
 	})

@@ -32,9 +32,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirsqlite"
@@ -42,10 +42,11 @@ import (
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/store"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // benchPhase is how long each timed phase of the echo benchmarks runs.
@@ -805,7 +806,7 @@ func BenchmarkConcurrentTasks1000(b *testing.B) {
 	if fails.Load() > 0 {
 		b.Fatalf("%d invokes failed", fails.Load())
 	}
-	WaitFor(b, 2*time.Minute, "all tasks running", func() bool { return running.Load() == nTasks })
+	testkit.WaitFor(b, 2*time.Minute, "all tasks running", func() bool { return running.Load() == nTasks })
 	heapBefore := benchHeapInUse()
 
 	cpu := startCPU(e.Server.PID())
@@ -1000,7 +1001,7 @@ func BenchmarkRecovery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	WaitFor(b, 30*time.Second, "the template task running", func() bool {
+	testkit.WaitFor(b, 30*time.Second, "the template task running", func() bool {
 		st, err := c.State(ctx, ep, acc.TaskID)
 		return err == nil && st.State == "running"
 	})

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/internal/pgharness"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // TestSecretsAuditPostgresDSN extends the secrets audit to the PostgreSQL

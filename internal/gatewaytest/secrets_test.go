@@ -28,14 +28,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // secPlaces are where TestSecretsAudit looks, in table order.
@@ -416,7 +417,7 @@ listen = %[4]q
 func secOANFlows(t *testing.T, ctx context.Context, c *agentclient.Client, ep jid.JID, srv *oantest.Server, rec *secRecorder) {
 	t.Helper()
 	waitPinned(t, ctx, c, ep, "chat")
-	WaitFor(t, 30*time.Second, "the OAN stream", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the OAN stream", func() bool {
 		res, err := c.Call(ctx, ep, "list_gofers", json.RawMessage(`{}`), agentclient.CallOptions{})
 		return err == nil && res.State == "completed"
 	})
@@ -575,7 +576,7 @@ func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 		t.Fatal(err)
 	}
 	reason := "audit"
-	WaitFor(t, 20*time.Second, "sleep running and cancelled", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "sleep running and cancelled", func() bool {
 		st, err := c.State(ctx, mcpEP, acc.TaskID)
 		if err != nil || st.State != "running" {
 			return false
@@ -627,7 +628,7 @@ func secFront(t *testing.T, ctx context.Context, dir string, login []string, rec
 		t.Fatalf("mcp front: %v\n%s", err, stderr.String())
 	}
 	var names []string
-	WaitFor(t, 30*time.Second, "the front's tools", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the front's tools", func() bool {
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
 			return false

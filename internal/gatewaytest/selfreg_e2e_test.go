@@ -14,7 +14,8 @@ import (
 
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmppharness"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // hostPasswordEnv carries the hosted account's password to `agentgw host`.
@@ -176,7 +177,7 @@ func TestSelfRegistrationRemoteDomainRefused(t *testing.T) {
 	own := "mallory@" + a.Domain
 	// The gateway applies grants on its next poll: wait for it rather than
 	// a fixed second that a loaded machine can miss.
-	WaitFor(t, MinWait, "the grant applied", func() bool {
+	testkit.WaitFor(t, testkit.MinWait, "the grant applied", func() bool {
 		return e.Gateway.Grants.Granted(own, e.Endpoint("weather").String(), federation.ScopeVisibility|federation.ScopeInvocation)
 	})
 	cmd := exec.CommandContext(ctx, systemPython, slixmppScript(t, "selfreg.py"),

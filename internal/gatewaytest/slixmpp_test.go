@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 // systemPython is Debian's interpreter, which has python3-slixmpp (the
@@ -31,10 +32,7 @@ func needSlixmpp(t *testing.T) {
 		return
 	}
 	msg := "python3-slixmpp is not available to " + systemPython + ": " + strings.TrimSpace(string(out))
-	if xmppharness.InCI() {
-		t.Fatal(msg)
-	}
-	t.Skip("skipping: " + msg + " (run scripts/install-deps.sh)")
+	testkit.Unavailable(t, "%s (run scripts/install-deps.sh)", msg)
 }
 
 // slixmppScript returns the path of testdata/slixmpp/name.

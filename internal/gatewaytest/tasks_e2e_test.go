@@ -12,14 +12,15 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // taskEnv is an environment with one endpoint, weather, whose executor
@@ -71,7 +72,7 @@ func (te *taskEnv) invoke(t *testing.T, c *agentclient.Client, tool, args string
 func (te *taskEnv) waitState(t *testing.T, c *agentclient.Client, taskID, state string) *agentclient.TaskState {
 	t.Helper()
 	var st *agentclient.TaskState
-	WaitFor(t, 30*time.Second, "task "+taskID+" to be "+state, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "task "+taskID+" to be "+state, func() bool {
 		var err error
 		st, err = c.State(te.ctx, te.ep, taskID)
 		if err != nil {
@@ -146,7 +147,7 @@ func TestTaskE2EReplay(t *testing.T) {
 		t.Fatalf("same request-id, other arguments: err = %v, want conflict", err)
 	}
 
-	WaitFor(t, 30*time.Second, "the execution to start", func() bool { return len(te.x.Calls()) > 0 })
+	testkit.WaitFor(t, 30*time.Second, "the execution to start", func() bool { return len(te.x.Calls()) > 0 })
 	close(gate)
 	// Events go to whichever connection was admitted first; the others
 	// recover through task-state.

@@ -17,9 +17,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/telemetry"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // recordSpans sends the process's spans to an in-memory recorder for the
@@ -87,7 +88,7 @@ func TestTelemetrySpansOfOneInvoke(t *testing.T) {
 	}
 	// The completed event's span ends just after the message is queued.
 	var spans []sdktrace.ReadOnlySpan
-	WaitFor(t, 10*time.Second, "the event-send span of the completed event", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the event-send span of the completed event", func() bool {
 		spans = rec.Ended()
 		for _, s := range spans {
 			for _, a := range s.Attributes() {
@@ -196,7 +197,7 @@ func TestTelemetryTraceContextToA2A(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, out)
 	}
 	var backend sdktrace.ReadOnlySpan
-	WaitFor(t, 10*time.Second, "the backend span", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the backend span", func() bool {
 		for _, s := range rec.Ended() {
 			if s.Name() == telemetry.Backend {
 				backend = s
@@ -237,7 +238,7 @@ func TestTelemetryOTLPFromConfig(t *testing.T) {
 	ep := e.Endpoint("everything")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	WaitFor(t, 60*time.Second, "the echo tool", func() bool { _, err := c.Pin(ctx, ep, "echo"); return err == nil })
+	testkit.WaitFor(t, 60*time.Second, "the echo tool", func() bool { _, err := c.Pin(ctx, ep, "echo"); return err == nil })
 	if !telemetry.Enabled() {
 		t.Fatal("tracing is not on")
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // set is a migration set whose files fail when applied twice (plain

@@ -3,9 +3,9 @@ package oanpg
 import (
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oandbtest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 func TestConformance(t *testing.T) {

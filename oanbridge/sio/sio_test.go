@@ -6,19 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/agentgw/agentgw/oanbridge/oantest"
 	"github.com/agentgw/agentgw/oanbridge/sio"
+	"github.com/agentgw/agentgw/testkit"
 )
 
 func startServer(t *testing.T) *oantest.Server {
 	t.Helper()
 	s, err := oantest.Start()
-	if errors.Is(err, oantest.ErrNoNode) && os.Getenv("CI") != "true" {
-		t.Skip(err)
+	if errors.Is(err, oantest.ErrNoNode) {
+		testkit.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

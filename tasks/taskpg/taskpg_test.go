@@ -11,11 +11,11 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgharness"
 	"github.com/agentgw/agentgw/internal/pgstore"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 	"github.com/agentgw/agentgw/tasks/taskdbtest"
 	"github.com/agentgw/agentgw/tasks/taskpg"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 var now = time.Date(2026, 7, 27, 19, 14, 1, 0, time.UTC)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/goldentest"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit/goldentest"
 )
 
 // The task IQ exchanges and lifecycle event messages of the spec's

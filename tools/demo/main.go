@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/xmppharness"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
+	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
 const (

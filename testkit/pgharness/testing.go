@@ -1,0 +1,79 @@
+package pgharness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/testkit"
+)
+
+// Start starts a private server for the test and stops it on cleanup. It
+// skips the test when the binaries are absent, except under CI=true.
+func Start(t testing.TB, o ...Options) *Server {
+	t.Helper()
+	var opts Options
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, opts)
+	if err != nil {
+		if errors.Is(err, ErrNotInstalled) {
+			testkit.Unavailable(t, "%v (run scripts/install-deps.sh)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Logf("stop postgres: %v", err)
+		}
+	})
+	return s
+}
+
+// NewDatabase creates a fresh, empty database for the test and returns its
+// URL; the database is dropped on cleanup.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, dsn, err := s.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.DropDatabase(ctx, name); err != nil && s.PID() != 0 {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return dsn
+}
+
+// Open opens the database at dsn with pgstore, applying the migration sets
+// (pgstore's own first), and closes the handle on cleanup; it fails the
+// test when the database cannot be opened or migrated. Each call is its
+// own pool, as a separate gateway instance would have.
+func Open(t testing.TB, dsn string, sets ...pgstore.Migrations) *pgstore.DB {
+	t.Helper()
+	// The pool keeps no deadline: pgxpool may still use this context to
+	// fill its idle connections after Open returned.
+	db, err := pgstore.Open(context.Background(), dsn, sets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Open creates a fresh database on s (NewDatabase) and opens it with the
+// migration sets (Open).
+func (s *Server) Open(t testing.TB, sets ...pgstore.Migrations) *pgstore.DB {
+	t.Helper()
+	return Open(t, s.NewDatabase(t), sets...)
+}

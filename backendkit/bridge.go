@@ -2,6 +2,7 @@ package backendkit
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"time"
@@ -51,6 +52,23 @@ type Bridge struct {
 // Bridges is a bridge table. It gives the config loader the sections
 // (config.Sections, config.HostSections).
 type Bridges []Bridge
+
+// Check reports a malformed table: a line without a section, config or
+// build, or two lines with one section. It is a programming error, which
+// the root reports at startup.
+func (t Bridges) Check() error {
+	seen := map[string]bool{}
+	for i, b := range t {
+		switch {
+		case b.Section == "" || b.Config == nil || b.Build == nil:
+			return fmt.Errorf("backendkit: bridge table line %d (%q) needs Section, Config and Build", i+1, b.Section)
+		case seen[b.Section]:
+			return fmt.Errorf("backendkit: bridge table has two lines for [agents.%s]", b.Section)
+		}
+		seen[b.Section] = true
+	}
+	return nil
+}
 
 // Lookup returns the bridge owning section name.
 func (t Bridges) Lookup(name string) (Bridge, bool) {

@@ -97,6 +97,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if g.bridges == nil {
 		g.bridges = Bridges
 	}
+	if err := g.bridges.Check(); err != nil {
+		panic(err) // a programming error in the table, not a config mistake
+	}
 	secret, err := cfg.ComponentSecret()
 	if err != nil {
 		return nil, fmt.Errorf("component secret: %w", err)

@@ -1,23 +1,11 @@
 package a2abridge
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 )
-
-func load(t *testing.T, body string) (*config.Config, error) {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agentgw.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return config.Load(p, backendkit.Bridges{Bridge})
-}
 
 func TestA2AAgentURL(t *testing.T) {
 	base := "[xmpp]\nserver = \"127.0.0.1:5347\"\ncomponent_domain = \"agents.example.test\"\nsecret_env = \"S\"\n[[agents]]\njid = \"remote@agents.example.test\"\n[agents.a2a]\n"
@@ -28,7 +16,7 @@ func TestA2AAgentURL(t *testing.T) {
 		"https://user:pw@a.example/card":                 false,
 		"/relative/card":                                 false,
 	} {
-		_, err := load(t, base+"url = \""+u+"\"\n")
+		_, err := bridgetest.Load(t, base+"url = \""+u+"\"\n", Bridge)
 		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "[agents.a2a] url must be")) {
 			t.Errorf("%s: %v", u, err)
 		}

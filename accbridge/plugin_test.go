@@ -1,13 +1,10 @@
 package accbridge
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 )
 
 const valid = `
@@ -17,19 +14,8 @@ server = "127.0.0.1:5347"
 secret_env = "X_SECRET"
 `
 
-func write(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agentgw.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func load(p string) (*config.Config, error) { return config.Load(p, backendkit.Bridges{Bridge}) }
-
 func TestACCDefaultsAndValidation(t *testing.T) {
-	c, err := load(write(t, valid+`
+	c, err := bridgetest.Load(t, valid+`
 [acc]
 listen = "127.0.0.1:9443"
 
@@ -38,7 +24,7 @@ jid = "hermes@agents.example.test"
 [agents.acc]
 connector = "farm"
 agent_id = "a-1"
-`))
+`, Bridge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +36,7 @@ agent_id = "a-1"
 		t.Fatalf("defaults: %+v", x)
 	}
 
-	_, err = load(write(t, valid+`
+	_, err = bridgetest.Load(t, valid+`
 [acc]
 listen = "nowhere"
 url = "http://x"
@@ -67,7 +53,7 @@ connector = "farm"
 jid = "b@agents.example.test"
 [agents.acc]
 connector = "farm"
-`))
+`, Bridge)
 	if err == nil {
 		t.Fatal("a bad [acc] loaded")
 	}
@@ -77,13 +63,13 @@ connector = "farm"
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	_, err = load(write(t, valid+`
+	_, err = bridgetest.Load(t, valid+`
 [[agents]]
 jid = "c@agents.example.test"
 [agents.acc]
 connector = "farm"
 agent_id = "x"
-`))
+`, Bridge)
 	if err == nil || !strings.Contains(err.Error(), "needs an [acc] section") {
 		t.Fatalf("[agents.acc] without [acc]: %v", err)
 	}

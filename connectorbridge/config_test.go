@@ -1,12 +1,10 @@
 package connectorbridge
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 	"github.com/agentgw/agentgw/internal/config"
 )
 
@@ -24,14 +22,7 @@ base_url = "http://127.0.0.1:19090"
 api_key_env = "IM_KEY"
 `
 
-func load(t *testing.T, body string) (*config.Config, error) {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agentgw.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return config.Load(p, backendkit.Bridges{Bridge})
-}
+func load(t *testing.T, body string) (*config.Config, error) { return bridgetest.Load(t, body, Bridge) }
 
 // The IM Profile v2 keys of [agents.connector].
 func TestConnectorIMKeys(t *testing.T) {

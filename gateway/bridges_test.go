@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,19 +17,10 @@ import (
 	"github.com/agentgw/agentgw/tasks"
 )
 
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agentgw.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // The table's order is the order the config names the sections in, as
 // before the bridges owned them.
 func TestBridgeTableNamesTheSections(t *testing.T) {
-	_, err := LoadConfig(writeConfig(t, `
+	_, err := LoadConfig(bridgetest.Write(t, `
 [xmpp]
 component_domain = "agents.example.test"
 server = "127.0.0.1:5347"
@@ -49,26 +39,13 @@ jid = "none@agents.example.test"
 // and runs tasks through the gateway that `agentgw serve` runs. Without
 // its line the same file is refused.
 func TestBridgeOneLine(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // an XMPP server that never answers
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	server := bridgetest.SilentServer(t) // an XMPP server that never answers
 	dir := t.TempDir()
 	t.Setenv("AGENTGW_TEST_BRIDGE_SECRET", "s3cret-component")
-	path := writeConfig(t, `
+	path := bridgetest.Write(t, `
 [xmpp]
 component_domain = "agents.example.test"
-server = "`+ln.Addr().String()+`"
+server = "`+server+`"
 secret_env = "AGENTGW_TEST_BRIDGE_SECRET"
 local_domains = ["example.test"]
 [store]
@@ -82,7 +59,7 @@ greeting = "hello"
 		t.Fatalf("the root table took [agents.echo]: %v", err)
 	}
 	table := append(Bridges[:len(Bridges):len(Bridges)], bridgetest.Echo)
-	if _, err := config.Load(writeConfig(t, strings.Replace(mustRead(t, path), `greeting = "hello"`, "", 1)), table); err == nil ||
+	if _, err := config.Load(bridgetest.Write(t, strings.Replace(mustRead(t, path), `greeting = "hello"`, "", 1)), table); err == nil ||
 		!strings.Contains(err.Error(), "[[agents]] #1: [agents.echo] greeting is required") {
 		t.Fatalf("the bridge's validation: %v", err)
 	}

@@ -1,23 +1,13 @@
 package mcpbridge
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 	"github.com/agentgw/agentgw/internal/config"
 )
-
-func write(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "agentgw.toml")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 var table = backendkit.Bridges{Bridge}
 
@@ -40,11 +30,11 @@ jid = "x@agents.example.test"
 		"":                                      "[[agents]] #1: [agents.mcp] needs exactly one of command or url",
 		"command = [\"a\"]\nheader_env = {A = \"B\"}": "unknown keys: agents.mcp.header_env",
 	} {
-		if _, err := config.Load(write(t, base+body), table); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := bridgetest.Load(t, base+body, Bridge); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", body, err, want)
 		}
 	}
-	c, err := config.Load(write(t, base+"command = [\"npx\", \"server-everything\"]\nheaders_env = {Authorization = \"MCP_AUTH\"}\n"), table)
+	c, err := bridgetest.Load(t, base+"command = [\"npx\", \"server-everything\"]\nheaders_env = {Authorization = \"MCP_AUTH\"}\n", Bridge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +48,7 @@ jid = "x@agents.example.test"
 
 // The host file's [mcp] table (internal/config's TestLoadHost).
 func TestHostFile(t *testing.T) {
-	h, err := config.LoadHost(write(t, "name = \"bot\"\n[mcp]\ncommand = [\"node\", \"server.js\", \"stdio\"]\n"), table)
+	h, err := config.LoadHost(bridgetest.Write(t, "name = \"bot\"\n[mcp]\ncommand = [\"node\", \"server.js\", \"stdio\"]\n"), table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +59,7 @@ func TestHostFile(t *testing.T) {
 		"[mcp]\ncommand = [\"a\"]\nurl = \"http://x\"": "[mcp] needs exactly one of command or url",
 		`name = "x"`: "an [mcp] table (command or url) is required",
 	} {
-		if _, err := config.LoadHost(write(t, body), table); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := config.LoadHost(bridgetest.Write(t, body), table); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", body, err, want)
 		}
 	}

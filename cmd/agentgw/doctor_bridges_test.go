@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,27 +14,8 @@ import (
 // doctor's config load and listed with its own check; without the line
 // the file is refused.
 func TestDoctorListsATableBridge(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "agentgw.toml")
-	cfg := fmt.Sprintf("[xmpp]\ncomponent_domain = \"agents.example.test\"\nserver = %q\nsecret_env = \"AGENTGW_DOCTOR_TEST_SECRET\"\n[store]\npath = \"agentgw.db\"\n"+
-		"[[agents]]\njid = \"echo@agents.example.test\"\n[agents.echo]\ngreeting = \"hello\"\n", ln.Addr().String())
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := bridgetest.Write(t, fmt.Sprintf("[xmpp]\ncomponent_domain = \"agents.example.test\"\nserver = %q\nsecret_env = \"AGENTGW_DOCTOR_TEST_SECRET\"\n[store]\npath = \"agentgw.db\"\n"+
+		"[[agents]]\njid = \"echo@agents.example.test\"\n[agents.echo]\ngreeting = \"hello\"\n", bridgetest.SilentServer(t)))
 	t.Setenv("AGENTGW_DOCTOR_TEST_SECRET", "some-component-secret")
 	doctor := func() string {
 		var out, errb bytes.Buffer

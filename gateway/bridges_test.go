@@ -9,12 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit/bridgetest"
+	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // The table's order is the order the config names the sections in, as
@@ -122,4 +127,40 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// The host hands each bridge the driver of the interface it asks for,
+// never another store's that happens to fit.
+func TestBridgeHostStoreHandsOutEachDriver(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) *config.Config
+	}{
+		{"sqlite", func(t *testing.T) *config.Config {
+			return &config.Config{Dir: t.TempDir(), Store: config.Store{Path: "agentgw.db"}}
+		}},
+		{"postgres", func(t *testing.T) *config.Config { return pgConfig(t, pgharness.Start(t).NewDatabase(t)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := OpenStores(ctx, tc.cfg(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			h := &bridgeHost{g: &Gateway{Store: st, bindings: st.Bindings}}
+			var (
+				b bindingdb.Driver
+				c chatdb.Driver
+				a accdb.Driver
+				o oandb.Driver
+			)
+			if !h.Store(&b) || !h.Store(&c) || !h.Store(&a) || !h.Store(&o) {
+				t.Fatal("a driver is missing")
+			}
+			if any(b) != any(st.Bindings) || any(c) != any(st.Chats) || any(a) != any(st.ACC) || any(o) != any(st.OAN) {
+				t.Fatalf("wrong drivers handed out: %T %T %T %T", b, c, a, o)
+			}
+		})
+	}
 }

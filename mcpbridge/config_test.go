@@ -28,6 +28,7 @@ jid = "x@agents.example.test"
 		`url = "ftp://x"`:                       "[[agents]] #1: [agents.mcp] url must be an http or https URL",
 		"command = [\"a\"]\nurl = \"http://x\"": "[[agents]] #1: [agents.mcp] needs exactly one of command or url",
 		"":                                      "[[agents]] #1: [agents.mcp] needs exactly one of command or url",
+		"url = \"http://x\"\nmax_sessions = 65": "[[agents]] #1: [agents.mcp] max_sessions must be between 1 and 64",
 		"command = [\"a\"]\nheader_env = {A = \"B\"}": "unknown keys: agents.mcp.header_env",
 	} {
 		if _, err := bridgetest.Load(t, base+body, Bridge); err == nil || !strings.Contains(err.Error(), want) {

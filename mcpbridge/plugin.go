@@ -34,6 +34,10 @@ type Config struct {
 	URL         string            `toml:"url"`
 	HeadersEnv  map[string]string `toml:"headers_env"`
 	HeadersFile map[string]string `toml:"headers_file"`
+	// MaxSessions bounds the server sessions that run calls, one at a
+	// time each, so elicitations are attributed with certainty (0: 4;
+	// docs/mcp-bridge.md). Each stdio session is one server process.
+	MaxSessions int `toml:"max_sessions"`
 }
 
 // Validate implements backendkit.Section.
@@ -46,6 +50,9 @@ func (m *Config) Validate(_ *config.Config, _ *config.Agent) []string {
 		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			out = append(out, "[agents.mcp] url must be an http or https URL")
 		}
+	}
+	if m.MaxSessions < 0 || m.MaxSessions > 64 {
+		out = append(out, "[agents.mcp] max_sessions must be between 1 and 64")
 	}
 	return out
 }
@@ -76,6 +83,7 @@ func AgentOptions(cfg *config.Config, a config.Agent) Options {
 		return o
 	}
 	o.Command, o.Env, o.URL = m.Command, m.Env, m.URL
+	o.MaxSessions = m.MaxSessions
 	if len(m.HeadersEnv) > 0 || len(m.HeadersFile) > 0 {
 		o.Headers = func() (http.Header, error) { return headers(cfg, m) }
 	}

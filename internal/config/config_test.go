@@ -71,6 +71,7 @@ jid = "x@elsewhere.test"
 manifest = "x.json"
 [agents.mcp]
 url = "ftp://x"
+max_sessions = 65
 `
 	_, err := load(write(t, bad))
 	if err == nil {

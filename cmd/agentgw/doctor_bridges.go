@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
-	"github.com/agentgw/agentgw/internal/store"
 )
 
 // bridgeDoctor is doctor as a bridge's check sees it (backendkit.Doctor):
@@ -15,7 +13,6 @@ import (
 type bridgeDoctor struct {
 	d    *doctor
 	what string
-	db   *store.DB // the SQLite store; nil with PostgreSQL or none
 }
 
 var _ backendkit.Doctor = (*bridgeDoctor)(nil)
@@ -35,9 +32,5 @@ func (b *bridgeDoctor) Dial(ctx context.Context, hostPort, hint string) error {
 
 // Store hands out the drivers of the store doctor opened.
 func (b *bridgeDoctor) Store(ptr any) bool {
-	var bindings any = b.d.bindings
-	if b.db != nil {
-		bindings = bindingsqlite.New(b.db)
-	}
-	return backendkit.FillStore(ptr, bindings, b.d.accs)
+	return backendkit.FillStore(ptr, b.d.bindings, b.d.accs)
 }

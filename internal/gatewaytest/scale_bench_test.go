@@ -37,11 +37,10 @@ import (
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -380,7 +379,7 @@ func kbToMB(kb float64) float64 { return kb / 1024 }
 func seedDirectory(b *testing.B, path, domain string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -388,7 +387,7 @@ func seedDirectory(b *testing.B, path, domain string, n int) {
 	if _, err := db.Write.Exec("PRAGMA synchronous=OFF"); err != nil {
 		b.Fatal(err)
 	}
-	st := dirsqlite.New(db)
+	st := sqlite.NewDirectory(db)
 	for i := range n {
 		m, err := directory.ParseManifest([]byte(DefaultManifest(fmt.Sprintf("agent%05d@%s", i, domain))))
 		if err != nil {
@@ -421,7 +420,7 @@ func memProfiling() bool {
 func registryHeap(b *testing.B, path string) float64 {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -429,7 +428,7 @@ func registryHeap(b *testing.B, path string) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -555,7 +554,7 @@ discovery_burst = 1000000
 func bulkSeedDirectory(b *testing.B, path, domain string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -1020,7 +1019,7 @@ func BenchmarkRecovery(b *testing.B) {
 
 	// Seed.
 	t0 := time.Now()
-	db, err := store.Open(ctx, filepath.Join(e.Dir, "agentgw.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(e.Dir, "agentgw.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

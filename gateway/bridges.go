@@ -115,10 +115,12 @@ func (h *bridgeHost) Redactor() *backendkit.Redactor {
 	return backendkit.NewRedactor(h.g.secrets)
 }
 
-// Store hands out the drivers of the store gateway/store.go opened.
+// Store hands out the drivers of the store gateway/store.go opened (one
+// connector binding driver for all connector agents, so that its card
+// claims cover them all).
 func (h *bridgeHost) Store(ptr any) bool {
 	s := h.g.Store
-	return backendkit.FillStore(ptr, h.g.bindings, s.Chats, s.ACC, s.OAN)
+	return backendkit.FillStore(ptr, s.Bindings, s.Chats, s.ACC, s.OAN)
 }
 
 func (h *bridgeHost) Add(ep string, backend any, start func(context.Context) error) error {

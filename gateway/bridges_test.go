@@ -148,7 +148,7 @@ func TestBridgeHostStoreHandsOutEachDriver(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			h := &bridgeHost{g: &Gateway{Store: st, bindings: st.Bindings}}
+			h := &bridgeHost{g: &Gateway{Store: st}}
 			var (
 				b bindingdb.Driver
 				c chatdb.Driver

@@ -19,7 +19,6 @@ import (
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/catalogpush"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
 	"github.com/agentgw/agentgw/federation"
@@ -71,9 +70,6 @@ type Gateway struct {
 	Messaging *messaging.Service
 
 	backends map[string]tasks.Backend
-	// bindings is the one connector binding driver of the store, shared by
-	// the connector agents so that its card claims cover them all.
-	bindings bindingdb.Driver
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 	cl       *clusterParts // cluster mode (driver postgres); nil otherwise
@@ -125,7 +121,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.Store.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
-	g.bindings = g.Store.Bindings
 	if err := g.setupCluster(ctx); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
-// Package backendkit is what every agent bridge shares: publishing the
-// generated manifest, reporting availability to the endpoint's presence,
-// the supervise loop with the project's one backoff, the manifest-version
-// digest, the one secret redactor, and the readiness question the gateway
-// asks every backend. A new backend is a small package on this kit; the
-// gateway wires the kit's interfaces to the directory and presence.
+// Package backendkit is what every agent bridge shares: the bridge
+// contract (Bridge, Host, Doctor) by which one line of the root's table
+// plugs a bridge in, publishing the generated manifest, reporting
+// availability to the endpoint's presence, the supervise loop with the
+// project's one backoff, the manifest-version digest, the one secret
+// redactor, and the readiness question the gateway asks every backend. A
+// new backend is a small package on this kit; the gateway wires the kit's
+// interfaces to the directory and presence.
 package backendkit
 
 import "context"

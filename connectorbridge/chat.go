@@ -35,10 +35,7 @@ import (
 
 // FileUploader offers bytes to the XMPP side and returns the URL to share
 // (transfer.HTTPUpload, XEP-0363).
-type FileUploader interface {
-	Upload(ctx context.Context, from, name, mediaType string, data []byte) (string, error)
-	Origins() []string
-}
+type FileUploader = backendkit.FileUploader
 
 // ChatLimits bound IM traffic. Zero fields take the defaults.
 type ChatLimits struct {

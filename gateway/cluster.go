@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/cluster"
-	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/tasks"
@@ -122,22 +121,6 @@ func (g *Gateway) closeCluster() {
 	if g.cl != nil {
 		g.cl.bus.Close()
 	}
-}
-
-// leaseConnector runs a connector agent's connection on one instance at a
-// time (lease "connector:<endpoint>"; see leaseBackend).
-func (g *Gateway) leaseConnector(ep string, o connectorbridge.Options) error {
-	tmpl, err := connectorbridge.New(o) // validates the options now
-	if err != nil {
-		return err
-	}
-	return g.leaseBackend(ep, "connector:"+ep, tmpl.Features(), func() (LeasedTerm, error) {
-		b, err := connectorbridge.New(o)
-		if err != nil {
-			return LeasedTerm{}, err
-		}
-		return LeasedTerm{Backend: b, Run: b.Start, Ready: b.Ready}, nil
-	})
 }
 
 // LeasedTerm is one lease term of a connection-holding backend: the

@@ -14,13 +14,11 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/adhoc"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/catalogpush"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
 	"github.com/agentgw/agentgw/federation"
@@ -43,6 +41,9 @@ type Options struct {
 	// Redactor scrubs secrets from backend output (MCP server stderr,
 	// connector errors) before it is logged.
 	Redactor *backendkit.Redactor
+	// Bridges replaces the bridge table (Bridges); tests add a bridge to
+	// a copy. The config must have been loaded with the same table.
+	Bridges backendkit.Bridges
 }
 
 // Gateway is one assembled, runnable gateway.
@@ -69,15 +70,10 @@ type Gateway struct {
 	Messaging *messaging.Service
 
 	backends map[string]tasks.Backend
-	// bindings is the one connector binding driver of the store, shared by
-	// the connector agents so that its card claims cover them all.
-	bindings bindingdb.Driver
 	starters []func(ctx context.Context) error
 	domain   jid.JID
 	cl       *clusterParts // cluster mode (driver postgres); nil otherwise
-	// acc is the agent-control-center listener, shared by the [agents.acc]
-	// endpoints; nil without them.
-	acc *accbridge.Server
+	bridges  backendkit.Bridges
 }
 
 // New builds a gateway. It opens the store and checks everything it can
@@ -92,6 +88,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	}
 	if g.opts.Clock == nil {
 		g.opts.Clock = clock.Real{}
+	}
+	g.bridges = g.opts.Bridges
+	if g.bridges == nil {
+		g.bridges = Bridges
+	}
+	if err := g.bridges.Check(); err != nil {
+		panic(err) // a programming error in the table, not a config mistake
 	}
 	secret, err := cfg.ComponentSecret()
 	if err != nil {
@@ -118,7 +121,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.Store.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
-	g.bindings = g.Store.Bindings
 	if err := g.setupCluster(ctx); err != nil {
 		return nil, err
 	}
@@ -198,7 +200,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		MaxRetainedBytes:      cfg.Tasks.RetainedBytesPerPrincipal,
 		IsLocal:               g.Policy.IsLocal,
 		MaxRunningPerBackend:  cfg.Tasks.MaxRunningPerBackend,
-		RunningLimit:          runningLimits(cfg),
+		RunningLimit:          runningLimits(cfg, g.bridges),
 		Approvals:             approvals,
 		MaxDelegationDepth:    cfg.Tasks.MaxDelegationDepth,
 		Cluster:               g.clusterConfig(),
@@ -441,16 +443,17 @@ func (g *Gateway) waitBackends(ctx context.Context, timeout time.Duration) {
 }
 
 // runningLimits is the per-agent override of max_running_per_backend.
-func runningLimits(cfg *config.Config) func(endpoint string) int {
+// A bridge's fixed MaxRunning (ACC: one active run per agent) wins.
+func runningLimits(cfg *config.Config, table backendkit.Bridges) func(endpoint string) int {
 	limits := map[string]int{}
 	for _, a := range cfg.Agents {
 		if j, err := jid.Parse(a.JID); err == nil && a.MaxRunning > 0 {
 			limits[j.Bare().String()] = a.MaxRunning
 		}
-		if j, err := jid.Parse(a.JID); err == nil && a.ACC != nil {
-			// acc-notes: at most one active run per agent (MUST); the
-			// others wait accepted.
-			limits[j.Bare().String()] = 1
+		if b, ok := table.Lookup(a.Backend); ok && a.Section != nil && b.MaxRunning > 0 {
+			if j, err := jid.Parse(a.JID); err == nil {
+				limits[j.Bare().String()] = b.MaxRunning
+			}
 		}
 	}
 	return func(endpoint string) int { return limits[endpoint] }

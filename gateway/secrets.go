@@ -6,11 +6,15 @@ import (
 )
 
 // Secrets returns every secret value the config refers to that can be read
-// now: the component secret, connector API keys, MCP header values, and
-// the PostgreSQL DSN with its password.
+// now: the component secret, the bridge sections' secrets (connector API
+// keys, MCP header values, OAN keys, the ACC listener's keys), and the
+// PostgreSQL DSN with its password.
 // The logger scrubs them all. Unreadable ones are skipped here; the parts
 // that need them report the problem.
-func Secrets(cfg *config.Config) []string {
+func Secrets(cfg *config.Config) []string { return SecretsOf(cfg, Bridges) }
+
+// SecretsOf is Secrets with the bridges of table.
+func SecretsOf(cfg *config.Config, table backendkit.Bridges) []string {
 	var out []string
 	add := func(env, file string) {
 		if v, err := config.ReadSecret(env, cfg.Path(file)); err == nil {
@@ -23,27 +27,22 @@ func Secrets(cfg *config.Config) []string {
 		add("", cfg.XMPP.SecretFile)
 	}
 	for _, a := range cfg.Agents {
-		if c := a.Connector; c != nil {
-			if c.APIKeyEnv != "" {
-				add(c.APIKeyEnv, "")
-			} else if c.APIKeyFile != "" {
-				add("", c.APIKeyFile)
-			}
-		}
-		if o := a.OAN; o != nil && o.APIKeyFile != "" {
-			add("", o.APIKeyFile)
-		}
-		if m := a.MCP; m != nil {
-			for _, env := range m.HeadersEnv {
+		if s, ok := a.Section.(config.SecretSources); ok {
+			envs, files := s.SecretSources()
+			for _, env := range envs {
 				add(env, "")
 			}
-			for _, file := range m.HeadersFile {
+			for _, file := range files {
 				add("", file)
 			}
 		}
 	}
 	out = append(out, DSNSecrets(cfg)...)
-	out = append(out, accSecrets(cfg)...)
+	for _, b := range table {
+		if b.Secrets != nil {
+			out = append(out, b.Secrets(cfg)...)
+		}
+	}
 	// An Authorization value "Bearer <token>" also protects the bare token.
 	for _, v := range out {
 		if cred := backendkit.CredentialPart(v); len(cred) >= backendkit.MinSecretLen {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentgw/agentgw/accbridge"
 	"github.com/agentgw/agentgw/accbridge/accdb"
-	"github.com/agentgw/agentgw/gateway"
 )
 
 func init() {
@@ -79,7 +78,7 @@ func runACC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if cfg.ACC == nil {
 		return errors.New("the config has no [acc] section; add one (see docs/acc-bridge.md)")
 	}
-	files := gateway.ACCFiles(cfg)
+	files := accbridge.FilesOf(cfg)
 	if sub == "init" {
 		wrote, err := accbridge.Init(files)
 		if err != nil {

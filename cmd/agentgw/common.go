@@ -16,8 +16,13 @@ func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "agentgw.toml", "path of the gateway's TOML config")
 }
 
+// bridges is the root's bridge table (gateway.Bridges), which the
+// commands load configs with and doctor and host build and check bridges
+// by; tests add a bridge to a copy.
+var bridges = gateway.Bridges
+
 func loadConfig(path string) (*config.Config, error) {
-	return config.Load(path)
+	return config.Load(path, bridges)
 }
 
 // openStores opens the store [store] driver selects.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
-	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 )
@@ -86,7 +85,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			agent = &cfg.Agents[i]
 		}
 	}
-	if agent == nil || agent.Connector == nil {
+	if agent == nil || agent.Backend != connectorbridge.Bridge.Section {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.connector] agent in %s", ep, *cfgPath)}
 	}
 	red := backendkit.NewRedactor(nil)
@@ -95,7 +94,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		red.Add(v)
 	}
 	log, _ := logging.New(stderr, "text", "warn", red)
-	o, err := gateway.ConnectorOptions(cfg, *agent)
+	o, err := connectorbridge.AgentOptions(cfg, *agent)
 	if err != nil {
 		return err
 	}

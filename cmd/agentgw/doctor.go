@@ -8,9 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,14 +22,11 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/mcpbridge"
-	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
@@ -185,15 +180,6 @@ func (d *doctor) dialCheck(ctx context.Context, addr, hint string) error {
 		return fmt.Errorf("%s is unreachable (no route) — check the address", addr)
 	}
 	return fmt.Errorf("cannot connect to %s: %s", addr, lastPart(err))
-}
-
-// lastPart drops the "dial tcp ...:" prefixes of a net error.
-func lastPart(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		s = s[i+2:]
-	}
-	return s
 }
 
 // checkXMPP reports the component port, the handshake and a ping.
@@ -416,37 +402,17 @@ func (d *doctor) checkPostgres(ctx context.Context, cfg *config.Config) *gateway
 	return st
 }
 
-// checkAgent checks one [[agents]] entry's backend.
+// checkAgent checks one [[agents]] entry's backend: a manifest here, a
+// bridge section by its bridge's line of the table.
 func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent) {
 	what := "agent " + a.JID
-	switch {
-	case a.Manifest != "":
+	if a.Manifest != "" {
 		d.checkManifest(cfg, a, what)
-	case a.MCP != nil:
-		d.checkMCP(ctx, cfg, a, what)
-	case a.Connector != nil:
-		d.checkConnector(ctx, cfg, a, what)
-	case a.OAN != nil:
-		d.checkOAN(ctx, cfg, a, what)
-	case a.ACC != nil:
-		d.checkACC(ctx, cfg, a, d.accs, what)
-	}
-}
-
-// checkOAN checks an OpenAgentNetwork agent: its key file and that OAN
-// accepts the key.
-func (d *doctor) checkOAN(ctx context.Context, cfg *config.Config, a config.Agent, what string) {
-	keyFile := cfg.Path(a.OAN.APIKeyFile)
-	if k, err := oanbridge.ReadKey(keyFile); err == nil {
-		d.red.Add(k)
-	}
-	hctx, cancel := context.WithTimeout(ctx, 2*d.timeout+time.Second)
-	defer cancel()
-	if err := oanbridge.Check(hctx, a.OAN.BaseURL, keyFile); err != nil {
-		d.fail(what, "OAN at %s: %s", redactURL(a.OAN.BaseURL), d.red.Scrub(err.Error()))
 		return
 	}
-	d.ok(what, "OAN at %s accepts the API key", redactURL(a.OAN.BaseURL))
+	if b, ok := bridges.Lookup(a.Backend); ok && a.Section != nil && b.Doctor != nil {
+		b.Doctor(ctx, &bridgeDoctor{d: d, what: what}, backendkit.NewAgent(cfg, a))
+	}
 }
 
 func (d *doctor) checkManifest(cfg *config.Config, a config.Agent, what string) {
@@ -468,142 +434,10 @@ func (d *doctor) checkManifest(cfg *config.Config, a config.Agent, what string) 
 	d.ok(what, "manifest %s is valid (version %s, %d tools)", path, m.Version, len(m.Tools))
 }
 
-func (d *doctor) checkMCP(ctx context.Context, cfg *config.Config, a config.Agent, what string) {
-	m := a.MCP
-	if len(m.Command) > 0 {
-		if problem := commandProblem(cfg, m.Command[0]); problem != "" {
-			d.fail(what, "%s", problem)
-			return
-		}
-	} else {
-		u, err := url.Parse(m.URL)
-		if err != nil {
-			d.fail(what, "[agents.mcp] url is not a URL")
-			return
-		}
-		if err := d.dialCheck(ctx, hostPort(u), "is the MCP server running? check [agents.mcp] url"); err != nil {
-			d.fail(what, "%v", err)
-			return
-		}
-	}
-	o := gateway.MCPOptions(cfg, a)
-	o.ComponentDomain = cfg.XMPP.ComponentDomain
-	o.Logger = d.log
-	// Our context ends first, so a timeout reads as one.
-	o.ConnectTimeout = d.mcpTimeout + 5*time.Second
-	b, err := mcpbridge.New(o)
-	if err != nil {
-		d.fail(what, "%s", strings.TrimPrefix(err.Error(), "mcpbridge: "))
-		return
-	}
-	ictx, cancel := context.WithTimeout(ctx, d.mcpTimeout)
-	defer cancel()
-	start := time.Now()
-	err = b.Initialize(ictx)
-	took := time.Since(start).Round(time.Millisecond)
-	switch {
-	case err == nil:
-		d.ok(what, "MCP server answered initialize in %v", took)
-	case len(m.Command) > 0 && errors.Is(err, context.DeadlineExceeded):
-		d.fail(what, "the MCP server started but did not answer initialize within %v — run the command by hand: it must speak MCP on stdin/stdout (raise --mcp-timeout if npx is still installing)", d.mcpTimeout)
-	case len(m.Command) > 0 && strings.Contains(err.Error(), "cannot start MCP server command"):
-		d.fail(what, "%v — check [agents.mcp] command", err)
-	case len(m.Command) > 0:
-		d.fail(what, "the MCP server command exited or closed its output before answering initialize (%s) — run %q by hand to see its error", strings.TrimPrefix(firstLine(err.Error()), "MCP initialize failed: "), filepath.Base(m.Command[0]))
-	case errors.Is(err, context.DeadlineExceeded):
-		d.fail(what, "the MCP server at %s did not answer initialize within %v", redactURL(m.URL), d.mcpTimeout)
-	default:
-		d.fail(what, "the MCP server at %s refused initialize (%s) — check the url and headers_env/headers_file", redactURL(m.URL), firstLine(err.Error()))
-	}
-}
-
-// commandProblem checks that a stdio command can be started, the way
-// exec resolves it (a bare name on PATH, a path relative to the config
-// directory, which is the command's working directory).
-func commandProblem(cfg *config.Config, name string) string {
-	if !strings.Contains(name, "/") {
-		if _, err := exec.LookPath(name); err != nil {
-			return fmt.Sprintf("MCP server command %q is not found in PATH — install it or give its full path in [agents.mcp] command (serve's PATH may differ, e.g. under systemd)", name)
-		}
-		return ""
-	}
-	p := cfg.Path(name)
-	st, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("MCP server command %s does not exist — fix [agents.mcp] command", p)
-	case st.IsDir():
-		return fmt.Sprintf("MCP server command %s is a directory — fix [agents.mcp] command", p)
-	case st.Mode().Perm()&0o111 == 0:
-		return fmt.Sprintf("MCP server command %s is not executable — chmod +x it", p)
-	}
-	return ""
-}
-
-func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a config.Agent, what string) {
-	o, err := gateway.ConnectorOptions(cfg, a)
-	if err != nil {
-		d.fail(what, "%s — set it to the connector's system API key", strings.TrimPrefix(err.Error(), "agent "+a.JID+": "))
-		return
-	}
-	d.red.Add(o.APIKey)
-	u, err := url.Parse(a.Connector.BaseURL)
-	if err != nil || u.Host == "" {
-		d.fail(what, "[agents.connector] base_url is not an http(s) URL")
-		return
-	}
-	if err := d.dialCheck(ctx, hostPort(u), "is the connector running? check [agents.connector] base_url"); err != nil {
-		d.fail(what, "%v", err)
-		return
-	}
-	o.Logger = d.log
-	if d.bindings != nil {
-		o.Bindings = d.bindings
-	}
-	o.RequestTimeout = d.timeout
-	b, err := connectorbridge.New(o)
-	if err != nil {
-		d.fail(what, "%s", strings.TrimPrefix(err.Error(), "connectorbridge: "))
-		return
-	}
-	defer b.Close()
-	hctx, cancel := context.WithTimeout(ctx, 2*d.timeout+time.Second)
-	defer cancel()
-	if err := b.Health(hctx); err != nil {
-		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-		if strings.Contains(msg, "authenticated binding") && !strings.Contains(msg, "connector auth") {
-			msg += " — authenticate its channel: agentgw connector auth --config " + d.cfgPath + " --flow FLOW_ID " + a.JID
-		}
-		d.fail(what, "connector at %s is not healthy: %s", redactURL(a.Connector.BaseURL), msg)
-		return
-	}
-	d.ok(what, "connector at %s: Card valid, /health ok", redactURL(a.Connector.BaseURL))
-}
-
-// hostPort is the URL's host:port, with the scheme's default port.
-func hostPort(u *url.URL) string {
-	if u.Port() != "" {
-		return u.Host
-	}
-	if u.Scheme == "https" {
-		return net.JoinHostPort(u.Hostname(), "443")
-	}
-	return net.JoinHostPort(u.Hostname(), "80")
-}
-
-// redactURL drops userinfo and query, which may hold credentials.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
-}
+// Helpers shared with the bridges' doctor checks.
+var (
+	hostPort  = backendkit.HostPort
+	redactURL = backendkit.RedactURL
+	firstLine = backendkit.FirstLine
+	lastPart  = backendkit.LastPart
+)

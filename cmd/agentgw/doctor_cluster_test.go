@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/gateway"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
@@ -41,7 +40,7 @@ instance = "gw-a"
 	t.Setenv("AGENTGW_DOCTOR_CL_SECRET", "s")
 	t.Setenv("AGENTGW_DOCTOR_CL_DSN", dsn)
 
-	cfg, err := config.Load(path)
+	cfg, err := gateway.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}

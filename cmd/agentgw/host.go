@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/endpointhost"
-	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/procsec"
@@ -108,16 +107,16 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	hf := &config.Host{}
 	switch {
 	case *cfgPath != "":
-		if hf, err = config.LoadHost(*cfgPath); err != nil {
+		if hf, err = config.LoadHost(*cfgPath, bridges); err != nil {
 			return err
 		}
 		if hf.JID != "" && !strings.EqualFold(hf.JID, ep) {
 			return fmt.Errorf("--config %s: jid %q differs from --jid %s", *cfgPath, hf.JID, ep)
 		}
 	case *mcpCommand != "":
-		hf.MCP = &config.MCP{Command: strings.Fields(*mcpCommand)}
+		hf.Backend, hf.Section = mcpbridge.Bridge.Section, &mcpbridge.Config{Command: strings.Fields(*mcpCommand)}
 	default:
-		hf.MCP = &config.MCP{URL: *mcpURL}
+		hf.Backend, hf.Section = mcpbridge.Bridge.Section, &mcpbridge.Config{URL: *mcpURL}
 	}
 	hf.JID = ep
 	if *name != "" {
@@ -178,20 +177,20 @@ func runHost(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		tlsCfg.RootCAs = pool
 	}
-	cfgForMCP := &config.Config{Dir: hf.Dir}
+	bridge, ok := bridges.Lookup(hf.Backend)
+	if !ok {
+		return fmt.Errorf("no bridge for [%s]", hf.Backend)
+	}
+	agent := backendkit.NewAgent(&config.Config{Dir: hf.Dir}, hf.Agent)
+	agent.Log = log.With("endpoint", ep)
 	h, err := endpointhost.New(ctx, endpointhost.Options{
 		JID: ep, Resource: *resource, Password: password, Server: *server, TLS: tlsCfg,
 		Gateway: *gw, StorePath: *storePath,
 		LocalDomains: localDomains, VisibleTo: visibleTo, InvocableBy: invocableBy,
 		Tasks: hostTasks(hf.Tasks, hf.MaxRunning),
 		Log:   log,
-		NewBackend: func(pub backendkit.Publisher, av backendkit.Availability) (endpointhost.Backend, error) {
-			o := gateway.MCPOptions(cfgForMCP, hf.Agent)
-			o.ComponentDomain = ep[strings.LastIndexByte(ep, '@')+1:]
-			o.Publisher, o.Availability, o.Logger = pub, av, log.With("endpoint", ep)
-			o.Secrets = func() []string { return []string{password} }
-			return mcpbridge.New(o)
-		},
+		NewBackend: endpointhost.BridgeBackend(ctx, bridge, agent, ep[strings.LastIndexByte(ep, '@')+1:],
+			func() []string { return []string{password} }),
 	})
 	if err != nil {
 		return err

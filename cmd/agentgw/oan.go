@@ -68,10 +68,11 @@ func runOAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			agent = &cfg.Agents[i]
 		}
 	}
-	if agent == nil || agent.OAN == nil {
+	if agent == nil || agent.Backend != oanbridge.Bridge.Section {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.oan] agent in %s", ep, *cfgPath)}
 	}
-	keyFile := cfg.Path(agent.OAN.APIKeyFile)
+	oan := agent.Section.(*oanbridge.Config)
+	keyFile := cfg.Path(oan.APIKeyFile)
 	if sub == "unpair" {
 		if err := os.Remove(keyFile); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -103,7 +104,7 @@ func runOAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return exitError{code: 1, msg: oanbridge.ErrKeyExists.Error()}
 		}
 	}
-	key, user, err := oanbridge.Redeem(ctx, agent.OAN.BaseURL, c)
+	key, user, err := oanbridge.Redeem(ctx, oan.BaseURL, c)
 	if err != nil {
 		return exitError{code: 1, msg: red.Scrub(err.Error())}
 	}

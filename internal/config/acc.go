@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -58,12 +57,6 @@ type ACC struct {
 	MaxAgents int `toml:"max_agents"`
 }
 
-// AgentACC maps an endpoint to one agent a connector declares.
-type AgentACC struct {
-	Connector string `toml:"connector"`
-	AgentID   string `toml:"agent_id"`
-}
-
 func (a *ACC) applyDefaults() {
 	if a.Listen == "" {
 		a.Listen = "127.0.0.1:9443"
@@ -106,35 +99,9 @@ func (a *ACC) applyDefaults() {
 // Seconds turns a seconds key into a duration.
 func Seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
-// validateACC checks [acc] and every [agents.acc].
+// validateACC checks [acc] (the [agents.acc] tables are accbridge's).
 func (c *Config) validateACC(add func(string, ...any)) {
-	uses := false
-	seen := map[string]string{}
-	for i, a := range c.Agents {
-		if a.ACC == nil {
-			continue
-		}
-		uses = true
-		where := fmt.Sprintf("agents[%d]", i)
-		if a.ACC.Connector == "" || a.ACC.AgentID == "" {
-			add("%s: [agents.acc] needs connector and agent_id", where)
-		}
-		if len(a.ACC.AgentID) > 128 {
-			add("%s: [agents.acc] agent_id is longer than 128 characters", where)
-		}
-		if a.MaxRunning > 1 {
-			add("%s: max_running must be 1 for an [agents.acc] agent (one active run per agent)", where)
-		}
-		key := a.ACC.Connector + "\x00" + a.ACC.AgentID
-		if prev, dup := seen[key]; dup {
-			add("%s: [agents.acc] maps the same connector agent as %s", where, prev)
-		}
-		seen[key] = where
-	}
 	if c.ACC == nil {
-		if uses {
-			add("[agents.acc] needs an [acc] section")
-		}
 		return
 	}
 	x := c.ACC

@@ -5,9 +5,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,7 +26,9 @@ type Config struct {
 	Federation Federation `toml:"federation"`
 	Metrics    Metrics    `toml:"metrics"`
 	Log        Log        `toml:"log"`
-	Agents     []Agent    `toml:"agents"`
+	// Agents are the [[agents]] entries; each bridge section in them is
+	// decoded by the bridge that owns it (Load's Sections).
+	Agents []Agent `toml:"-"`
 	// ACC is the agent-control-center listener (accbridge); nil when absent.
 	ACC       *ACC      `toml:"acc"`
 	Messaging Messaging `toml:"messaging"`
@@ -218,98 +221,171 @@ type Agent struct {
 	// MaxRunning overrides [tasks] max_running_per_backend for this agent.
 	MaxRunning int `toml:"max_running"`
 
-	MCP       *MCP       `toml:"mcp"`
-	Connector *Connector `toml:"connector"`
-	A2A       *A2A       `toml:"a2a"`
-	ACC       *AgentACC  `toml:"acc"`
-	OAN       *OAN       `toml:"oan"`
+	// Backend names the bridge section the entry has ("mcp" for
+	// [agents.mcp]); empty for a manifest entry. Section is that table,
+	// decoded into the bridge's own type.
+	Backend string  `toml:"-"`
+	Section Section `toml:"-"`
+	// extra are further bridge sections of the entry (refused).
+	extra []string
 }
 
-// A2A is an A2A agent backend: the URL of its Agent Card. No credentials
-// are sent to it (docs/a2a.md).
-type A2A struct {
-	URL string `toml:"url"`
+// Section is a bridge's decoded [agents.<name>] table (its type lives in
+// the bridge's package).
+type Section interface {
+	// Validate reports the table's problems, each a phrase that the loader
+	// prefixes with the agent, such as "[agents.mcp] needs exactly one of
+	// command or url".
+	Validate(c *Config, a *Agent) []string
 }
 
-// MCP is an MCP server backend: a stdio command or a streamable HTTP URL.
-type MCP struct {
-	Command     []string          `toml:"command"`
-	Env         map[string]string `toml:"env"`
-	URL         string            `toml:"url"`
-	HeadersEnv  map[string]string `toml:"headers_env"`
-	HeadersFile map[string]string `toml:"headers_file"`
-	// MaxSessions bounds the server sessions that run calls, one at a
-	// time each, so elicitations are attributed with certainty (0: 4;
-	// docs/mcp-bridge.md). Each stdio session is one server process.
-	MaxSessions int `toml:"max_sessions"`
+// Sections are the bridge sections a file may hold: the root's bridge
+// table implements it (backendkit.Bridges).
+type Sections interface {
+	// SectionNames lists the sections in the order messages name them.
+	SectionNames() []string
+	// NewSection returns an empty section to decode table name into, or
+	// nil when no bridge owns name.
+	NewSection(name string) Section
+	// CheckSections reports the problems that span agents (after every
+	// section validated itself).
+	CheckSections(c *Config) []error
 }
 
-// Connector is an xAgent Connector backend.
-type Connector struct {
-	BaseURL    string `toml:"base_url"`
-	APIKeyEnv  string `toml:"api_key_env"`
-	APIKeyFile string `toml:"api_key_file"`
-	// Inbox is the bare JID that receives the IM network's messages (IM
-	// Profile v2) and whose replies go back; empty bridges tools only.
-	Inbox string `toml:"inbox"`
-	// UploadService is the XEP-0363 service JID for inbound files; empty
-	// discovers it on the server's domain.
-	UploadService string `toml:"upload_service"`
-	// DownloadOrigins are further origins (scheme://host[:port]) files
-	// that XMPP users share may be downloaded from, beside the upload
-	// service's own.
-	DownloadOrigins []string `toml:"download_origins"`
-	// MaxFileBytes caps one file each way. Default 10 MiB.
-	MaxFileBytes int64 `toml:"max_file_bytes"`
+// SecretSources is implemented by sections that read secrets: the
+// environment variables and the files (relative to the config) they are
+// read from.
+type SecretSources interface {
+	SecretSources() (envs, files []string)
 }
 
-// OAN is an OpenAgentNetwork account: the gateway is its connector
-// (docs/oan-bridge.md).
-type OAN struct {
-	BaseURL    string `toml:"base_url"`
-	APIKeyFile string `toml:"api_key_file"` // written by `agentgw oan pair`, mode 0600
-	Owner      string `toml:"owner"`        // the account owner's bare JID: escalations go here only
-	// ReplyTimeoutSeconds bounds the wait for a Gofer's reply to a chat
-	// message (the protocol's silent failure, §4); default 60.
-	ReplyTimeoutSeconds int `toml:"reply_timeout_seconds"`
-}
-
-// DefaultOANReplyTimeoutSeconds is reply_timeout_seconds when unset.
-const DefaultOANReplyTimeoutSeconds = 60
-
-// decodeFile decodes the TOML file at path (at most 1 MiB) into v and
-// refuses unknown keys, naming them.
-func decodeFile(path string, v any) error {
+// readFile reads the TOML file at path (at most 1 MiB).
+func readFile(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return "", fmt.Errorf("config: %w", err)
 	}
 	if len(data) > 1<<20 {
-		return fmt.Errorf("config: %s is larger than 1 MiB", path)
+		return "", fmt.Errorf("config: %s is larger than 1 MiB", path)
 	}
-	md, err := toml.Decode(string(data), v)
+	return string(data), nil
+}
+
+// decodeFile decodes the TOML file at path into v and refuses unknown
+// keys, naming them. Before that check, more (optional) decodes the
+// primitives v left undecoded and returns the keys among them that are
+// unknown.
+func decodeFile(path string, v any, more func(md toml.MetaData) ([]string, error)) error {
+	data, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	md, err := toml.Decode(data, v)
 	if err != nil {
 		return fmt.Errorf("config: %s: %w", path, err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
+	var unknown []string
+	if more != nil {
+		if unknown, err = more(md); err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
 		}
+	}
+	var keys []string
+	for _, k := range md.Undecoded() {
+		keys = append(keys, k.String())
+	}
+	for _, u := range unknown {
+		// A table of unknown name is named by its undecoded keys already.
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, u+".") }) {
+			keys = append(keys, u)
+		}
+	}
+	if len(keys) > 0 {
 		return fmt.Errorf("config: %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
 	return nil
 }
 
-// Load reads and validates the file at path.
-func Load(path string) (*Config, error) {
-	var c Config
-	if err := decodeFile(path, &c); err != nil {
+// fileConfig is the file as decoded: the [[agents]] entries stay
+// primitives until decodeAgent splits them into the common keys and the
+// bridge's section.
+type fileConfig struct {
+	Config
+	Agents []map[string]toml.Primitive `toml:"agents"`
+}
+
+// decodeAgent decodes the common keys of one [[agents]] entry (or of a
+// host file) into a, and the one table a bridge owns into a.Section. It
+// returns the keys that are neither (prefixed with where), which refuse
+// the file.
+func decodeAgent(md toml.MetaData, raw map[string]toml.Primitive, a *Agent, sections Sections, where string) ([]string, error) {
+	var unknown []string
+	v := reflect.ValueOf(a).Elem()
+	common := map[string]bool{}
+	for i := 0; i < v.NumField(); i++ {
+		tag := v.Type().Field(i).Tag.Get("toml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		common[tag] = true
+		if p, ok := raw[tag]; ok {
+			if err := md.PrimitiveDecode(p, v.Field(i).Addr().Interface()); err != nil {
+				return nil, fmt.Errorf("%s: %w", tag, err)
+			}
+		}
+	}
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if common[k] {
+			continue
+		}
+		var s Section
+		if sections != nil {
+			s = sections.NewSection(k)
+		}
+		if s == nil {
+			unknown = append(unknown, where+k)
+			continue
+		}
+		if err := md.PrimitiveDecode(raw[k], s); err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		if a.Section != nil {
+			a.extra = append(a.extra, k)
+			continue
+		}
+		a.Backend, a.Section = k, s
+	}
+	return unknown, nil
+}
+
+// Load reads and validates the file at path; sections are the bridges'
+// [agents.<name>] tables it may hold.
+func Load(path string, sections Sections) (*Config, error) {
+	var f fileConfig
+	err := decodeFile(path, &f, func(md toml.MetaData) ([]string, error) {
+		var unknown []string
+		f.Config.Agents = make([]Agent, len(f.Agents))
+		for i, raw := range f.Agents {
+			u, err := decodeAgent(md, raw, &f.Config.Agents[i], sections, "agents.")
+			if err != nil {
+				return nil, fmt.Errorf("[[agents]] #%d: %w", i+1, err)
+			}
+			unknown = append(unknown, u...)
+		}
+		return unknown, nil
+	})
+	if err != nil {
 		return nil, err
 	}
+	c := f.Config
 	c.Dir = dirOf(path)
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.validate(sections); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", path, err)
 	}
 	return &c, nil
@@ -403,8 +479,11 @@ func (c *Config) applyDefaults() {
 	c.Messaging.applyDefaults()
 }
 
-// Validate checks the whole config and reports every problem it finds.
-func (c *Config) Validate() error {
+// Validate checks the whole config and reports every problem it finds;
+// sections are the bridges' tables (as given to Load).
+func (c *Config) Validate(sections Sections) error { return c.validate(sections) }
+
+func (c *Config) validate(sections Sections) error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	x := c.XMPP
@@ -526,81 +605,22 @@ func (c *Config) Validate() error {
 		if a.MaxRunning < 0 {
 			add("%s: max_running must be at least 1", where)
 		}
-		n := 0
+		n := len(a.extra)
 		if a.Manifest != "" {
 			n++
 		}
-		if a.MCP != nil {
+		if a.Section != nil {
 			n++
-			if (len(a.MCP.Command) == 0) == (a.MCP.URL == "") {
-				add("%s: [agents.mcp] needs exactly one of command or url", where)
+			for _, p := range a.Section.Validate(c, &c.Agents[i]) {
+				add("%s: %s", where, p)
 			}
-			if a.MCP.URL != "" {
-				if u, err := url.Parse(a.MCP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					add("%s: [agents.mcp] url must be an http or https URL", where)
-				}
-			}
-			if a.MCP.MaxSessions < 0 || a.MCP.MaxSessions > 64 {
-				add("%s: [agents.mcp] max_sessions must be between 1 and 64", where)
-			}
-		}
-		if a.Connector != nil {
-			n++
-			if a.Connector.BaseURL == "" {
-				add("%s: [agents.connector] base_url is required", where)
-			}
-			if (a.Connector.APIKeyEnv == "") == (a.Connector.APIKeyFile == "") {
-				add("%s: [agents.connector] set exactly one of api_key_env or api_key_file", where)
-			}
-			if in := a.Connector.Inbox; in != "" {
-				if j, err := jid.Parse(in); err != nil || j.Resourcepart() != "" {
-					add("%s: [agents.connector] inbox must be a bare JID", where)
-				}
-			}
-			if us := a.Connector.UploadService; us != "" {
-				if j, err := jid.Parse(us); err != nil || j.Resourcepart() != "" || j.Localpart() != "" {
-					add("%s: [agents.connector] upload_service must be a service JID (a domain)", where)
-				}
-			}
-			for _, o := range a.Connector.DownloadOrigins {
-				if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-					u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-					add("%s: [agents.connector] download_origins entries must be scheme://host[:port]", where)
-				}
-			}
-			if a.Connector.MaxFileBytes < 0 || a.Connector.MaxFileBytes > 1<<30 {
-				add("%s: [agents.connector] max_file_bytes must be between 0 (default 10 MiB) and 1 GiB", where)
-			}
-		}
-		if a.A2A != nil {
-			n++
-			if u, err := url.Parse(a.A2A.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-				add("%s: [agents.a2a] url must be an http or https URL of an Agent Card, without credentials", where)
-			}
-		}
-		if a.OAN != nil {
-			n++
-			if u, err := url.Parse(a.OAN.BaseURL); a.OAN.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-				add("%s: [agents.oan] base_url must be an http or https URL without credentials, query or fragment", where)
-			}
-			if a.OAN.APIKeyFile == "" {
-				add("%s: [agents.oan] api_key_file is required (written by `agentgw oan pair`)", where)
-			}
-			if a.OAN.Owner == "" {
-				add("%s: [agents.oan] owner is required: the JID escalations go to", where)
-			} else if p, err := ParsePrincipal(a.OAN.Owner); err != nil || !strings.Contains(p, "@") {
-				add("%s: [agents.oan] owner must be a bare JID", where)
-			}
-			if a.OAN.ReplyTimeoutSeconds < 0 || a.OAN.ReplyTimeoutSeconds > 3600 {
-				add("%s: [agents.oan] reply_timeout_seconds must be between 1 and 3600 (0: the default 60)", where)
-			}
-		}
-		if a.ACC != nil {
-			n++
 		}
 		if n != 1 {
-			add("%s: set exactly one backend: manifest, [agents.mcp], [agents.connector], [agents.oan], [agents.acc] or [agents.a2a]", where)
+			add("%s: set exactly one backend: %s", where, backendNames(sections))
 		}
+	}
+	if sections != nil {
+		errs = append(errs, sections.CheckSections(c)...)
 	}
 	c.validateACC(add)
 	errs = append(errs, c.Messaging.validate()...)
@@ -724,4 +744,18 @@ func (c *Config) PingInterval() time.Duration {
 }
 func (c *Config) IQTimeout() time.Duration {
 	return time.Duration(c.XMPP.IQTimeoutSeconds) * time.Second
+}
+
+// backendNames is the list the exactly-one-backend message offers.
+func backendNames(sections Sections) string {
+	names := []string{"manifest"}
+	if sections != nil {
+		for _, n := range sections.SectionNames() {
+			names = append(names, "[agents."+n+"]")
+		}
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -6,7 +6,7 @@ import (
 )
 
 func TestMessagingDefaultsAndBounds(t *testing.T) {
-	c, err := Load(write(t, valid))
+	c, err := load(write(t, valid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -14,7 +14,7 @@ func TestMessagingDefaultsAndBounds(t *testing.T) {
 	if m.MaxBodyBytes != 16<<10 || m.MaxFiles != 8 || m.PerConversationPerSecond != 2 || m.PerConversationBurst != 10 || m.MaxQueued != 256 {
 		t.Fatalf("[messaging] defaults not applied: %+v", m)
 	}
-	_, err = Load(write(t, valid+`
+	_, err = load(write(t, valid+`
 [messaging]
 max_body_bytes = 1048576
 max_files = -1

@@ -17,8 +17,8 @@ var (
 )
 
 // SecretEnvNames lists the environment variables the config reads secrets
-// from: xmpp.secret_env, store.dsn_env, connector api_key_env and MCP
-// headers_env values.
+// from: xmpp.secret_env, store.dsn_env and those of the bridge sections
+// (SecretSources: connector api_key_env, MCP headers_env values).
 func (c *Config) SecretEnvNames() []string {
 	var names []string
 	add := func(n string) {
@@ -29,11 +29,9 @@ func (c *Config) SecretEnvNames() []string {
 	add(c.XMPP.SecretEnv)
 	add(c.Store.DSNEnv)
 	for _, a := range c.Agents {
-		if a.Connector != nil {
-			add(a.Connector.APIKeyEnv)
-		}
-		if a.MCP != nil {
-			for _, n := range a.MCP.HeadersEnv {
+		if s, ok := a.Section.(SecretSources); ok {
+			envs, _ := s.SecretSources()
+			for _, n := range envs {
 				add(n)
 			}
 		}

@@ -6,14 +6,14 @@ import (
 )
 
 func TestTelemetryDefaultsOff(t *testing.T) {
-	c, err := Load(write(t, valid))
+	c, err := load(write(t, valid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tl := c.Telemetry; tl.Traces != TracesOff || tl.ServiceName != "agentgw" || tl.SampleRatio != 1 || tl.OTLPEndpoint != "" {
 		t.Fatalf("[telemetry] defaults: %+v", tl)
 	}
-	c, err = Load(write(t, valid+`
+	c, err = load(write(t, valid+`
 [telemetry]
 traces = "otlp"
 otlp_endpoint = "http://collector.example:4318"
@@ -40,7 +40,7 @@ func TestTelemetryValidation(t *testing.T) {
 		{"sample_ratio = -0.1", `sample_ratio must be between 0 and 1`},
 		{"service_name = \"" + strings.Repeat("x", 300) + "\"", `service_name is longer`},
 	} {
-		_, err := Load(write(t, valid+"\n[telemetry]\n"+tc.body+"\n"))
+		_, err := load(write(t, valid+"\n[telemetry]\n"+tc.body+"\n"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want an error containing %q", tc.body, err, tc.want)
 		}

@@ -194,7 +194,7 @@ level = "debug"
 func (e *Env) StartGateway() {
 	t := e.T
 	t.Helper()
-	cfg, err := config.Load(e.ConfigPath)
+	cfg, err := gateway.LoadConfig(e.ConfigPath)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -1,12 +1,21 @@
-package config
+package accbridge
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 )
 
+const valid = `
+[xmpp]
+component_domain = "agents.example.test"
+server = "127.0.0.1:5347"
+secret_env = "X_SECRET"
+`
+
 func TestACCDefaultsAndValidation(t *testing.T) {
-	c, err := Load(write(t, valid+`
+	c, err := bridgetest.Load(t, valid+`
 [acc]
 listen = "127.0.0.1:9443"
 
@@ -15,7 +24,7 @@ jid = "hermes@agents.example.test"
 [agents.acc]
 connector = "farm"
 agent_id = "a-1"
-`))
+`, Bridge)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +36,7 @@ agent_id = "a-1"
 		t.Fatalf("defaults: %+v", x)
 	}
 
-	_, err = Load(write(t, valid+`
+	_, err = bridgetest.Load(t, valid+`
 [acc]
 listen = "nowhere"
 url = "http://x"
@@ -44,7 +53,7 @@ connector = "farm"
 jid = "b@agents.example.test"
 [agents.acc]
 connector = "farm"
-`))
+`, Bridge)
 	if err == nil {
 		t.Fatal("a bad [acc] loaded")
 	}
@@ -54,13 +63,13 @@ connector = "farm"
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	_, err = Load(write(t, valid+`
+	_, err = bridgetest.Load(t, valid+`
 [[agents]]
 jid = "c@agents.example.test"
 [agents.acc]
 connector = "farm"
 agent_id = "x"
-`))
+`, Bridge)
 	if err == nil || !strings.Contains(err.Error(), "needs an [acc] section") {
 		t.Fatalf("[agents.acc] without [acc]: %v", err)
 	}

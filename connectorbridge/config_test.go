@@ -1,9 +1,28 @@
-package config
+package connectorbridge
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
+	"github.com/agentgw/agentgw/internal/config"
 )
+
+const valid = `
+[xmpp]
+component_domain = "agents.example.test"
+server = "127.0.0.1:5347"
+secret_env = "X_SECRET"
+local_domains = ["example.test"]
+
+[[agents]]
+jid = "im@agents.example.test"
+[agents.connector]
+base_url = "http://127.0.0.1:19090"
+api_key_env = "IM_KEY"
+`
+
+func load(t *testing.T, body string) (*config.Config, error) { return bridgetest.Load(t, body, Bridge) }
 
 // The IM Profile v2 keys of [agents.connector].
 func TestConnectorIMKeys(t *testing.T) {
@@ -12,14 +31,14 @@ inbox = "alice@example.test"
 upload_service = "upload.example.test"
 download_origins = ["https://share.example.test", "http://127.0.0.1:5280"]
 max_file_bytes = 2048`, 1)
-	c, err := Load(write(t, good))
+	c, err := load(t, good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conn *Connector
+	var conn *Config
 	for _, a := range c.Agents {
-		if a.Connector != nil {
-			conn = a.Connector
+		if x, ok := a.Section.(*Config); ok {
+			conn = x
 		}
 	}
 	if conn.Inbox != "alice@example.test" || conn.UploadService != "upload.example.test" ||
@@ -36,7 +55,7 @@ max_file_bytes = 2048`, 1)
 		`max_file_bytes = -1`:                                "max_file_bytes must be between",
 		`max_file_bytes = 2147483648`:                        "max_file_bytes must be between",
 	} {
-		_, err := Load(write(t, strings.Replace(valid, `api_key_env = "IM_KEY"`, `api_key_env = "IM_KEY"`+"\n"+bad, 1)))
+		_, err := load(t, strings.Replace(valid, `api_key_env = "IM_KEY"`, `api_key_env = "IM_KEY"`+"\n"+bad, 1))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", bad, err, want)
 		}

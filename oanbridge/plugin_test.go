@@ -1,8 +1,10 @@
-package config
+package oanbridge
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/backendkit/bridgetest"
 )
 
 func TestOANAgentValidation(t *testing.T) {
@@ -15,20 +17,20 @@ secret_env = "S"
 jid = "gofers@agents.example.test"
 [agents.oan]
 `
-	c, err := Load(write(t, base+`base_url = "http://127.0.0.1:8080"
+	c, err := bridgetest.Load(t, base+`base_url = "http://127.0.0.1:8080"
 api_key_file = "oan.key"
 owner = "alice@example.test"
-`))
+`, Bridge)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := c.Agents[0].OAN; o == nil || o.Owner != "alice@example.test" || o.APIKeyFile != "oan.key" {
-		t.Fatalf("parsed %+v", c.Agents[0].OAN)
+	if o, _ := c.Agents[0].Section.(*Config); o == nil || c.Agents[0].Backend != "oan" || o.Owner != "alice@example.test" || o.APIKeyFile != "oan.key" {
+		t.Fatalf("parsed %+v", c.Agents[0].Section)
 	}
-	_, err = Load(write(t, base+`base_url = "ftp://user:pw@host/x?q=1"
+	_, err = bridgetest.Load(t, base+`base_url = "ftp://user:pw@host/x?q=1"
 owner = "example.test"
 reply_timeout_seconds = -1
-`))
+`, Bridge)
 	for _, want := range []string{
 		"[agents.oan] base_url must be an http or https URL",
 		"[agents.oan] api_key_file is required",

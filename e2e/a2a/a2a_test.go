@@ -19,10 +19,11 @@ import (
 // completion, streaming status as progress, input-required, and cancel
 // (honoured by the agent, and ignored by it).
 func TestA2ABackendSlixmpp(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	agent := e2e.StartA2AAgent(t, `{}`)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
-	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2aTOML(srv.ComponentDomain, agent.Url+"/.well-known/agent-card.json")})
+	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2ATOML(srv.ComponentDomain, agent.URL+"/.well-known/agent-card.json")})
 	ep := e.Endpoint("remote")
 	c := e.Dial("alice")
 	testkit.WaitFor(t, 30*time.Second, "the A2A endpoint's manifest", func() bool {
@@ -45,16 +46,17 @@ func TestA2ABackendSlixmpp(t *testing.T) {
 // another host — each refused with a clear log line, the endpoint never
 // published, nothing crashes.
 func TestA2ABackendHostileCards(t *testing.T) {
+	t.Parallel()
 	other := e2e.StartA2AAgent(t, `{}`)
 	for name, c := range map[string]struct{ opts, want string }{
 		"huge":     {`{"mode":"huge-card"}`, "larger than"},
-		"redirect": {`{"mode":"redirect-card","redirect":"` + strings.Replace(other.Url, "127.0.0.1", "localhost", 1) + `/.well-known/agent-card.json"}`, "redirect to another host refused"},
+		"redirect": {`{"mode":"redirect-card","redirect":"` + strings.Replace(other.URL, "127.0.0.1", "localhost", 1) + `/.well-known/agent-card.json"}`, "redirect to another host refused"},
 		"foreign":  {`{"mode":"foreign-url"}`, "not on the card's host"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			agent := e2e.StartA2AAgent(t, c.opts)
 			srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
-			e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2aTOML(srv.ComponentDomain, agent.Url+"/.well-known/agent-card.json")})
+			e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2ATOML(srv.ComponentDomain, agent.URL+"/.well-known/agent-card.json")})
 			testkit.WaitFor(t, 30*time.Second, "the refusal in the log", func() bool { return strings.Contains(e.Log.String(), c.want) })
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -72,6 +74,7 @@ func TestA2ABackendHostileCards(t *testing.T) {
 // it answers a resubscription to a settled task with the task's snapshot,
 // or (as a server without event history may) with its final status only.
 func TestA2ABackendUnreadableResults(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"snapshot", "status"} {
 		t.Run(mode, func(t *testing.T) { testA2AUnreadable(t, `{"resubscribe":"`+mode+`"}`) })
 	}
@@ -80,7 +83,7 @@ func TestA2ABackendUnreadableResults(t *testing.T) {
 func testA2AUnreadable(t *testing.T, peerOpts string) {
 	peer := e2e.StartA2AScript(t, "rawpeer.mjs", peerOpts)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
-	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2aTOML(srv.ComponentDomain, peer.Url+"/.well-known/agent-card.json")})
+	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.A2ATOML(srv.ComponentDomain, peer.URL+"/.well-known/agent-card.json")})
 	ep := e.Endpoint("remote")
 	c := e.Dial("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -69,7 +69,7 @@ func startRun(t *testing.T, ctx context.Context, c *agentclient.Client, ep strin
 	done := make(chan *agentclient.Outcome, 1)
 	args, _ := json.Marshal(map[string]string{"goal": goal})
 	go func() {
-		out, _ := c.Call(ctx, e2e.JidMust(ep), "run", args, agentclient.CallOptions{
+		out, _ := c.Call(ctx, e2e.MustJID(ep), "run", args, agentclient.CallOptions{
 			OnAccepted: func(a *agentclient.Accepted) { accepted <- a.TaskID },
 			OnProgress: func(agentclient.Progress) {
 				select {
@@ -96,11 +96,11 @@ func startRun(t *testing.T, ctx context.Context, c *agentclient.Client, ep strin
 
 func cancelTask(t *testing.T, ctx context.Context, c *agentclient.Client, ep, id string) {
 	t.Helper()
-	st, err := c.State(ctx, e2e.JidMust(ep), id)
+	st, err := c.State(ctx, e2e.MustJID(ep), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Cancel(ctx, e2e.JidMust(ep), id, st.Revision, nil); err != nil {
+	if _, err := c.Cancel(ctx, e2e.MustJID(ep), id, st.Revision, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -124,6 +124,7 @@ func outcomeOf(t *testing.T, done chan *agentclient.Outcome) *agentclient.Outcom
 // caller); then connector restarts within and after the grace period,
 // heartbeat loss as presence, and revocation.
 func TestACCThroughProsody(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e, dir := prepareACC(t)
 	e.StartGateway()
@@ -225,6 +226,7 @@ func TestACCThroughProsody(t *testing.T) {
 // agentgw:interrupted after its restart, and sends cancel_run for the run
 // when the connector comes back; the task never creates a second run.
 func TestACCGatewayKill9(t *testing.T) {
+	t.Parallel()
 	e, dir := prepareACC(t)
 	accKill9(t, e, dir)
 }
@@ -248,14 +250,14 @@ func accKill9(t *testing.T, e *e2e.Env, dir string) {
 	gw2.WaitLog("acc connector registered", 60*time.Second)
 	testkit.WaitFor(t, 30*time.Second, "cancel_run for the interrupted run", func() bool { return conn.Got("cancel_run", runs[0]) == 1 })
 	c = e.Dial("alice")
-	st, err := c.State(ctx, e2e.JidMust(ep), id)
+	st, err := c.State(ctx, e2e.MustJID(ep), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.State != agentproto.StateFailed {
 		t.Fatalf("task after kill -9: %s", st.State)
 	}
-	res, err := c.Result(ctx, e2e.JidMust(ep), id)
+	res, err := c.Result(ctx, e2e.MustJID(ep), id)
 	if err != nil || !strings.Contains(string(res.Payload), agentproto.CodeInterrupted) {
 		t.Fatalf("result after kill -9: %v %+v", err, res)
 	}

@@ -22,6 +22,7 @@ import (
 // the task agentgw:interrupted and sends cancel_run for its one run — no
 // second run, and no SQLite file anywhere.
 func TestACCPostgresKill9(t *testing.T) {
+	t.Parallel()
 	pg := pgharness.Start(t)
 	dsn := strings.Replace(pg.NewDatabase(t), pgharness.User+"@", pgharness.User+":"+e2e.PgDSNPassword+"@", 1)
 	e, dir := prepareACCOn(t, e2e.Options{PostgresDSN: dsn, Instance: "gw-acc-pg"})

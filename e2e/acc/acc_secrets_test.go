@@ -44,6 +44,7 @@ func pemBody(t *testing.T, path string) string {
 // gateway log, stanza, manifest, result or store file, even when the
 // connector echoes its own token and key into events and its result.
 func TestACCSecretsAudit(t *testing.T) {
+	t.Parallel()
 	rec := &e2e.SecRecorder{}
 	e2e.Binary(t)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Debug: true})
@@ -90,7 +91,7 @@ func TestACCSecretsAudit(t *testing.T) {
 	t.Cleanup(func() { xc.Close() })
 	c := agentclient.New(e2e.SecConn{C: xc, Rec: rec}, slog.New(slog.NewTextHandler(e2e.TestWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c.IQTimeout = 15 * time.Second
-	ep := e2e.JidMust("hermes@" + srv.ComponentDomain)
+	ep := e2e.MustJID("hermes@" + srv.ComponentDomain)
 	e2e.WaitPinned(t, ctx, c, ep, "run")
 	for _, g := range []string{"echo hello acc", "events", "leak-token", "error 5001", "approve high rm -rf /"} {
 		args, _ := json.Marshal(map[string]string{"goal": g})

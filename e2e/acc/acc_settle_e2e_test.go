@@ -38,7 +38,7 @@ func invokeRun(t *testing.T, ctx context.Context, c *agentclient.Client, ep, goa
 	done := make(chan *agentclient.Outcome, 1)
 	args, _ := json.Marshal(map[string]string{"goal": goal})
 	go func() {
-		out, _ := c.Call(ctx, e2e.JidMust(ep), "run", args, agentclient.CallOptions{
+		out, _ := c.Call(ctx, e2e.MustJID(ep), "run", args, agentclient.CallOptions{
 			Deadline: deadline, OnInput: onInput,
 			OnAccepted: func(a *agentclient.Accepted) { accepted <- a.TaskID },
 		})
@@ -72,7 +72,7 @@ func settledState(t *testing.T, ctx context.Context, c *agentclient.Client, ep, 
 	t.Helper()
 	var st *agentclient.TaskState
 	testkit.WaitFor(t, 60*time.Second, "the task settled", func() bool {
-		s, err := c.State(ctx, e2e.JidMust(ep), id)
+		s, err := c.State(ctx, e2e.MustJID(ep), id)
 		if err == nil && s.State.Terminal() {
 			st = s
 			return true
@@ -105,6 +105,7 @@ func has4004(frames []string) bool {
 //     bounces 4005 and is re-sent as soon as the confirmation arrives, not
 //     after busy_retry_seconds (60 s here).
 func TestACCSettleFrames(t *testing.T) {
+	t.Parallel()
 	e, dir := prepareACC(t)
 	setTOML(t, e, "busy_retry_seconds = 1", "busy_retry_seconds = 60")
 	ep := "hermes@" + e.Domain
@@ -169,7 +170,7 @@ func TestACCSettleFrames(t *testing.T) {
 		id, _ := invokeRun(t, ctx, c, ep, "late-cancel 8", "", nil)
 		old := lastRun(t, conn, "late-cancel 8")
 		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
-			st, err := c.State(ctx, e2e.JidMust(ep), id)
+			st, err := c.State(ctx, e2e.MustJID(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
 		time.Sleep(500 * time.Millisecond)
@@ -203,7 +204,7 @@ func TestACCSettleFrames(t *testing.T) {
 		// release bound (acc-notes), not after busy_retry_seconds (60 s).
 		id, _ := invokeRun(t, ctx, c, ep, "quiet-release 5", "", nil)
 		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
-			st, err := c.State(ctx, e2e.JidMust(ep), id)
+			st, err := c.State(ctx, e2e.MustJID(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
 		time.Sleep(500 * time.Millisecond)
@@ -217,7 +218,7 @@ func TestACCSettleFrames(t *testing.T) {
 		args, _ := json.Marshal(map[string]string{"goal": "echo after-quiet"})
 		done := make(chan *agentclient.Outcome, 1)
 		go func() {
-			out, _ := c.Call(ctx, e2e.JidMust(ep), "run", args, agentclient.CallOptions{OnProgress: func(p agentclient.Progress) {
+			out, _ := c.Call(ctx, e2e.MustJID(ep), "run", args, agentclient.CallOptions{OnProgress: func(p agentclient.Progress) {
 				mu.Lock()
 				queued = append(queued, p.Stage+": "+p.Message)
 				mu.Unlock()
@@ -251,7 +252,7 @@ func TestACCSettleFrames(t *testing.T) {
 		id, _ := invokeRun(t, ctx, c, ep, "hang restart", "", nil)
 		run := lastRun(t, conn, "hang restart")
 		testkit.WaitFor(t, 30*time.Second, "run_accepted", func() bool {
-			st, err := c.State(ctx, e2e.JidMust(ep), id)
+			st, err := c.State(ctx, e2e.MustJID(ep), id)
 			return err == nil && st.State == agentproto.StateRunning
 		})
 		gw.Kill()

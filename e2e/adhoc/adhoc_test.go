@@ -32,6 +32,7 @@ func checkNamed(t *testing.T, checks []map[string]any, name string) map[string]a
 // alice's sessions; then the gateway restarts and alice's finished session
 // is still there (its state is the task store's).
 func TestAdhocSlixmpp(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e2e.AccEverything(t)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
@@ -86,6 +87,7 @@ func TestAdhocSlixmpp(t *testing.T) {
 // without any grant. The commands node and command execution at an
 // existing endpoint answer exactly like at a nonexistent one.
 func TestAdhocFederatedNoGrants(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -121,6 +121,7 @@ func admRunEcho(t *testing.T, ctx context.Context, c *agentclient.Client, ep jid
 // TestAdminE2ECLI drives `agentgw admin` against the store of a running
 // in-process gateway and checks what a client sees through Prosody.
 func TestAdminE2ECLI(t *testing.T) {
+	t.Parallel()
 	// Polling visibility would otherwise hit the discovery rate limit.
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice"}, TOML: e2e.DfRates})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -291,6 +292,7 @@ func admCond(t *testing.T, reply *xmltree.Element, want string) {
 // administrator through Prosody, and checks that a non-administrator gets
 // forbidden for each.
 func TestAdminE2EIQ(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice", "admin"}, Admins: []string{"admin"}, TOML: e2e.DfRates})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -469,6 +471,7 @@ func admBadManifests(ep, marker string) []admBad {
 // fixed sentence that does not echo the document, nothing is stored, and
 // the gateway keeps serving.
 func TestAdminE2EBadManifests(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice", "admin"}, Admins: []string{"admin"}, TOML: e2e.DfRates})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -589,6 +592,7 @@ func admStreamEnd(conn *xmppclient.Client, err error) string {
 // domain to the gateway, so such an endpoint would be listed with nobody
 // answering for it.
 func TestAdminE2EForeignDomain(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"admin"}, Admins: []string{"admin"}, TOML: e2e.DfRates})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

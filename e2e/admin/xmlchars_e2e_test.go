@@ -52,6 +52,7 @@ func ctlManifest(t *testing.T, ep string) string {
 // tool items, vCard, search) carry U+FFFD instead. Before, `agentgw serve`
 // refused the manifest and would not start.
 func TestManifestControlCharactersThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Prepare(t, e2e.Options{Users: []string{"alice"}})
 	ep := "ctl@" + e.Domain
 	raw := ctlManifest(t, ep)
@@ -161,6 +162,7 @@ func TestManifestControlCharactersThroughProsody(t *testing.T) {
 // XML 1.0 forbids, so the manifest could never be served) is refused with
 // not-acceptable.
 func TestAdminRegisterCharactersThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Users: []string{"admin"}, Admins: []string{"admin"}, TOML: e2e.DfRates})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -197,6 +199,7 @@ func TestAdminRegisterCharactersThroughProsody(t *testing.T) {
 // that decode back to the exact string, in the completed event and in
 // task-result. Before, the XML encoder turned U+FFFE/U+FFFF into U+FFFD.
 func TestToolResultCharactersThroughProsody(t *testing.T) {
+	t.Parallel()
 	const text = "a\u0001b\uffffc\ufffed"
 	x := e2e.DefaultExecutor()
 	x.Script("slow",

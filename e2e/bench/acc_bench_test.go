@@ -84,7 +84,7 @@ func BenchmarkACCRun(b *testing.B) {
 		eps := make([]jid.JID, accBenchAgents)
 		pins := make([]*agentclient.Pinned, accBenchAgents)
 		for i := range eps {
-			eps[i] = e2e.JidMust(fmt.Sprintf("hermes%d@%s", i, srv.ComponentDomain))
+			eps[i] = e2e.MustJID(fmt.Sprintf("hermes%d@%s", i, srv.ComponentDomain))
 			pins[i] = pinWhenReady(b, clients[0], eps[i], "run")
 		}
 		for _, callers := range []int{1, 32} {

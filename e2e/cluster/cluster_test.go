@@ -320,7 +320,7 @@ func (c *clusterEnv) storm(ctx context.Context, round int, victim string) {
 
 // directoryOf lists the gateway's directory as user sees it.
 func directoryOf(ctx context.Context, c *agentclient.Client, gw string) ([]string, error) {
-	page, err := c.Items(ctx, e2e.JidMust(gw), ns.Directory, 50, "")
+	page, err := c.Items(ctx, e2e.MustJID(gw), ns.Directory, 50, "")
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +483,7 @@ func TestCluster(t *testing.T) {
 			"--field", "account=alice", "--field-env", "token=AGENTGW_TEST_FORM_TOKEN", im)
 		caller, _ := e.DialOn(e.Server, "caller1")
 		call := func() error {
-			res, err := caller.Call(ctx, e2e.JidMust(im), "echo", json.RawMessage(`{"text":"hello cluster"}`), agentclient.CallOptions{})
+			res, err := caller.Call(ctx, e2e.MustJID(im), "echo", json.RawMessage(`{"text":"hello cluster"}`), agentclient.CallOptions{})
 			if err != nil {
 				return err
 			}

@@ -31,6 +31,7 @@ import (
 // accepted, alone: the restart dispatches it and it runs once. The backend
 // (testdata/cluster/countmcp.py) logs every call, so the test counts them.
 func TestCrashKill9AfterAdmitStart(t *testing.T) {
+	t.Parallel()
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) { admitStartCrash(t, driver) })
 	}

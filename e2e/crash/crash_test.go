@@ -53,6 +53,7 @@ type killPoint struct {
 // original task. AGENTGW_CRASH_SEED replays the kill points of a logged
 // run.
 func TestCrashKill9MidRun(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("AGENTGW_CRASH_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -93,6 +94,7 @@ func TestCrashKill9MidRun(t *testing.T) {
 // tasks under new IDs, as an admission commit writes them), restarts the
 // gateway and checks that recovery dispatched them: running, not failed.
 func TestCrashAcceptedTasksDispatchedAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := newCrashSetup(t, ctx)

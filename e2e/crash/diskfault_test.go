@@ -411,6 +411,7 @@ func dfExit(p *e2e.Proc) string {
 // keeps running, and after the file system grows and the gateway restarts
 // the store passes integrity_check with gap-free revisions.
 func TestDiskFaultFull(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := dfSetup(t)
@@ -534,6 +535,7 @@ func TestDiskFaultFull(t *testing.T) {
 // store's files are open for writing), then ext4's abort, which forces the
 // mount read-only as an I/O error under errors=remount-ro would.
 func TestDiskFaultReadOnly(t *testing.T) {
+	t.Parallel()
 	t.Run("tmpfs-remount", dfTmpfsRemount)
 	t.Run("ext4-abort", dfExt4Abort)
 }

@@ -31,6 +31,7 @@ import (
 // again recovers the complete state of a task that settled during the
 // outage (its events went nowhere) through task-state.
 func TestRestartXMPPServerWhileRunning(t *testing.T) {
+	t.Parallel()
 	// The component's reconnect backoff grows while the server is down, so
 	// a longer outage is measured too.
 	outages := []time.Duration{0, 5 * time.Second}

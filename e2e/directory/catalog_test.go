@@ -118,6 +118,7 @@ func versionManifest(t *testing.T, endpoint string, i int) []byte {
 // from Activate returning to each notification is reported (the bound
 // asserted is a generous 10 s; the figures are the measurement).
 func TestCatalogPush(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -15,11 +15,13 @@ import (
 )
 
 func TestDiscoveryThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: e2e.FiveAgents(), Users: []string{"alice"}})
 	checkCoreDiscovery(t, e, e.Dial("alice"))
 }
 
 func TestHiddenAndNonexistentAreIdentical(t *testing.T) {
+	t.Parallel()
 	// Users of example.test are made remote by declaring another local
 	// domain, so an existing endpoint is hidden from them.
 	e := e2e.Start(t, e2e.Options{Agents: e2e.FiveAgents(), Users: []string{"eve"}, TOML: ""})
@@ -53,6 +55,7 @@ func TestHiddenAndNonexistentAreIdentical(t *testing.T) {
 }
 
 func TestCallEchoProgressInputThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice"}})
 	c := e.Dial("alice")
 	checkCalls(t, e, c)

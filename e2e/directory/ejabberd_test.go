@@ -137,6 +137,7 @@ func checkCalls(t *testing.T, e *e2e.Env, c *agentclient.Client) {
 }
 
 func TestEjabberdDiscoveryAndCalls(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Ejabberd: true, Agents: e2e.FiveAgents(), Users: []string{"alice"}})
 	c := e.Dial("alice")
 	t.Run("discovery", func(t *testing.T) { checkCoreDiscovery(t, e, c) })
@@ -178,6 +179,7 @@ func TestEjabberdDiscoveryAndCalls(t *testing.T) {
 // TestEjabberdSlixmpp runs the independent client's suites through
 // ejabberd as well.
 func TestEjabberdSlixmpp(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e := startFlowEnv(t, e2e.Options{Ejabberd: true, Agents: []e2e.Agent{{Localpart: "alpha"}, {Localpart: "zulu"}}, Users: []string{"alice"}})
 	e2e.RunSlixmpp(t, e, "discovery.py", "alice",

@@ -18,6 +18,7 @@ import (
 // reaches a client through Prosody, and so does the stanza of a result
 // holding a data form (whose titles and values inherit it).
 func TestXMLLangFromConfigThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Prepare(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice"}})
 	cfg, err := os.ReadFile(e.ConfigPath)
 	if err != nil {

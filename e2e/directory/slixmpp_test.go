@@ -22,6 +22,7 @@ func endpointList(e *e2e.Env, locals ...string) string {
 }
 
 func TestSlixmppDiscovery(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e := e2e.Start(t, e2e.Options{Agents: e2e.FiveAgents(), Users: []string{"alice"}})
 	checks := e2e.RunSlixmpp(t, e, "discovery.py", "alice",
@@ -82,6 +83,7 @@ func startFlowEnv(t *testing.T, o e2e.Options) *e2e.Env {
 }
 
 func TestSlixmppTasks(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e := startFlowEnv(t, e2e.Options{Users: []string{"alice"}})
 	checks := e2e.RunSlixmpp(t, e, "tasks.py", "alice", "--endpoint", e.Endpoint("weather").String())
@@ -104,6 +106,7 @@ func TestSlixmppTasks(t *testing.T) {
 // TestSlixmppScriptsFail proves the scripts can fail: a wrong expectation
 // and a wrong password each exit non-zero with a clear message.
 func TestSlixmppScriptsFail(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "alpha"}, {Localpart: "zulu"}}, Users: []string{"alice"}})
 	for _, tc := range []struct {

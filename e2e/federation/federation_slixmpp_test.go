@@ -18,6 +18,7 @@ import (
 // client: alice@a.test reaches agents.b.test over s2s between two real
 // Prosody servers, while the operator changes grants with `agentgw trust`.
 func TestFederationSlixmpp(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

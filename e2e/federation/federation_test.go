@@ -20,6 +20,7 @@ import (
 // TestFederationGrants walks the trust model across two real federated
 // Prosody servers: alice@a.test against agents.b.test.
 func TestFederationGrants(t *testing.T) {
+	t.Parallel()
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -153,7 +154,7 @@ func TestHiddenVersusMissingTiming(t *testing.T) {
 	eve, conn := e.DialConn("eve")
 	ctx := context.Background()
 	info := func(ep string) (string, error) {
-		_, err := eve.Info(ctx, e2e.JidMust(ep), "")
+		_, err := eve.Info(ctx, e2e.MustJID(ep), "")
 		if c := e2e.ErrCondition(err); c != "" {
 			return c, nil
 		}

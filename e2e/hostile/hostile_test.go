@@ -47,6 +47,7 @@ type hostileCase struct {
 // component session. It fails when the heap grows by more than 200 MB over
 // the whole table.
 func TestHostileInputsThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{
 		Agents: []e2e.Agent{{Localpart: "weather"}, {Localpart: "regex"}},
 		Users:  []string{"alice", "bob", "admin", "mallory"},

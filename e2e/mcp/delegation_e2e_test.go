@@ -29,6 +29,7 @@ import (
 // deeper on every refresh, so a self-loop never holds still long enough to
 // pin; the chain exercises the same calls without that.
 func TestDelegationDepthBoundsCallsBackThroughAgentgwMCP(t *testing.T) {
+	t.Parallel()
 	bots := []string{"bot1", "bot2", "bot3"}
 	e := e2e.Prepare(t, e2e.Options{
 		Agents: []e2e.Agent{{Localpart: "weather"}},
@@ -115,6 +116,7 @@ env = { BOT_PW = %q }
 // endpoint's own tools out, so the manifest holds still instead of gaining
 // one nesting level, and a new version, on every refresh.
 func TestAgentgwMCPBackendDoesNotMirrorItself(t *testing.T) {
+	t.Parallel()
 	e := e2e.Prepare(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice", "loopbot"}})
 	s := e.Server
 	e.Opts.TOML = e2e.DfRates + fmt.Sprintf(`

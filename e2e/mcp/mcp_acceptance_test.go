@@ -103,6 +103,7 @@ func accCanon(t *testing.T, data []byte) []byte {
 // structuredContent, which the outputSchema published in the manifest (and
 // served by schema-request) validates on the caller's side.
 func TestMCPAcceptanceStructuredOutput(t *testing.T) {
+	t.Parallel()
 	e2e.AccEverything(t)
 	_, c, _, ep := e2e.AccStart(t, "everything", func(d string) string { return e2e.EverythingTOML(t, "everything", d) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -163,6 +164,7 @@ func TestMCPAcceptanceStructuredOutput(t *testing.T) {
 // input_required carrying the requested schema, provide-input answers it,
 // and the server's result reflects the answer.
 func TestMCPAcceptanceElicitation(t *testing.T) {
+	t.Parallel()
 	e2e.AccEverything(t)
 	_, c, _, ep := e2e.AccStart(t, "everything", func(d string) string { return e2e.EverythingTOML(t, "everything", d) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -287,6 +289,7 @@ func accFrames(t *testing.T, path string) []accFrame {
 // to the call even after the tool's loop ran out. No progress reaches the
 // caller after the cancelled event.
 func TestMCPAcceptanceCancel(t *testing.T) {
+	t.Parallel()
 	node, entry := e2e.AccEverything(t)
 	trafficDir := t.TempDir()
 	in, out := filepath.Join(trafficDir, "to-server.jsonl"), filepath.Join(trafficDir, "from-server.jsonl")
@@ -527,6 +530,7 @@ func accRawCall(t *testing.T, node, entry, tool string, args string) json.RawMes
 // gateway emits RFC 8785 canonical JSON, so items are compared in canonical
 // form against the server's raw bytes).
 func TestMCPAcceptanceBinaryContent(t *testing.T) {
+	t.Parallel()
 	node, entry := e2e.AccEverything(t)
 	_, c, _, ep := e2e.AccStart(t, "everything", func(d string) string { return e2e.EverythingTOML(t, "everything", d) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -716,6 +720,7 @@ func (p *presenceLog) index(typ string, from int) int {
 // subscriber sees the endpoint go unavailable and come back; the bridge
 // restarts the server and a new call completes.
 func TestMCPAcceptanceCrash(t *testing.T) {
+	t.Parallel()
 	_, entry := e2e.AccEverything(t)
 	before := accChildren(os.Getpid(), entry)
 	e, c, conn, ep := e2e.AccStart(t, "everything", func(d string) string { return e2e.EverythingTOML(t, "everything", d) })

@@ -33,6 +33,7 @@ command = ["node", %q, "stdio"]
 
 // TestMCPAgentThroughProsody calls server-everything's tools through XMPP.
 func TestMCPAgentThroughProsody(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Users: []string{"alice"}, TOML: everythingTOML(t, "agents.example.test")})
 	c := e.Dial("alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

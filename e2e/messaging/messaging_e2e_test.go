@@ -142,6 +142,7 @@ per_conversation_burst = 20
 // TestSlixmppMessaging: a person (slixmpp) chats with a conversing
 // endpoint and with one that cannot converse, through real Prosody.
 func TestSlixmppMessaging(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	e, b := messagingEnv(t, srv, true)
@@ -234,6 +235,7 @@ func TestSlixmppMessaging(t *testing.T) {
 // here), and the gateway stops messaging a peer whose server bounced a
 // message until the peer writes again.
 func TestMessagingBlocking(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Modules: []string{"blocklist"}})
 	checkBlocking(t, srv)
 }
@@ -241,6 +243,7 @@ func TestMessagingBlocking(t *testing.T) {
 // TestMessagingBlockingEjabberd is the same check against ejabberd with
 // mod_blocking (over mod_privacy).
 func TestMessagingBlockingEjabberd(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Modules: []string{"mod_privacy", "mod_blocking"}})
 	checkBlocking(t, srv)
 }

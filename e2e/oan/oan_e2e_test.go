@@ -35,6 +35,7 @@ func oanStore(t *testing.T, e *e2e.Env) (oandb.Driver, func()) {
 // process, Prosody, the Go caller and slixmpp as the owner and as a
 // non-owner.
 func TestOANThroughProsody(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	srv := e2e.StartOAN(t)
 	e := e2e.Prepare(t, e2e.Options{Users: []string{"alice", "mallory"}, TOML: fmt.Sprintf(`

@@ -98,6 +98,7 @@ func lastIs(list []string, want string) bool { return len(list) > 0 && list[len(
 //   - a subscriber sees the endpoint unavailable on revocation and on a ban,
 //     and available again after re-pairing.
 func TestOANOwnerThroughProsody(t *testing.T) {
+	t.Parallel()
 	srv := e2e.StartOAN(t)
 	e := e2e.Prepare(t, e2e.Options{Users: []string{"alice"}, TOML: fmt.Sprintf(`
 [[agents]]

@@ -25,6 +25,7 @@ import (
 // dispatches a task that was still accepted — the restart recovery of the
 // SQLite store, on the PostgreSQL driver.
 func TestPostgresServeInvokeReplayRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pg := pgharness.Start(t)
@@ -148,6 +149,7 @@ func TestPostgresServeInvokeReplayRestart(t *testing.T) {
 // by itself: a replay of that request-id is admitted as one task and runs,
 // and a task completed before the crash is still there.
 func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pg := pgharness.Start(t)

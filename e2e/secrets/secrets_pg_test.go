@@ -29,6 +29,7 @@ import (
 // nor the whole DSN may appear in any output, log, metric, the server's
 // log or the database's contents.
 func TestSecretsAuditPostgresDSN(t *testing.T) {
+	t.Parallel()
 	pw, wrongPW := e2e.SecRandom("PgPassword"), e2e.SecRandom("WrongPgPassword")
 	pg := pgharness.Start(t, pgharness.Options{Password: pw, LogAll: true})
 	dsn := pg.NewDatabase(t)

@@ -401,7 +401,7 @@ func secCallerFlows(t *testing.T, ctx context.Context, c *agentclient.Client, e 
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		ep := e2e.JidMust(it.JID)
+		ep := e2e.MustJID(it.JID)
 		ei, err := c.Endpoint(ctx, ep)
 		if err != nil {
 			t.Fatal(err)
@@ -905,6 +905,7 @@ func secWSMessages(b []byte) [][]byte {
 // server's environment, the gateway's log or store, nor any stanza a
 // caller receives.
 func TestSecretsAuditHost(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	password := e2e.SecRandom("HostXmppPassword")
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Debug: true})

@@ -71,6 +71,7 @@ func startInprocHost(t *testing.T, e *e2e.Env, user, resource string) backendkit
 // stay registered, and a Go caller (agentclient) invokes the hosted
 // endpoint at its full JID.
 func TestHostKeepsRegistrationCurrent(t *testing.T) {
+	t.Parallel()
 	e := e2e.SelfRegEnv(t, e2e.Options{Users: []string{"alice", "bot"}})
 	bot := e.JID("bot")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -142,6 +143,7 @@ func TestHostKeepsRegistrationCurrent(t *testing.T) {
 // bare JID's worker whether senders are keyed by full or by bare JID, and
 // the host's full JID would have another worker if keyed by full JID.
 func TestSelfRegisteredListedAfterPresenceRace(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	var (
 		decoy       atomic.Value // bare JID string of the decoy

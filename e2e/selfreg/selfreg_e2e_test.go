@@ -20,6 +20,7 @@ import (
 // server-everything against a real Prosody and a gateway that offers Self
 // Registration, with slixmpp as every caller.
 func TestHostSelfRegistersAndServes(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	e := e2e.SelfRegEnv(t, e2e.Options{Users: []string{"alice", "bot", "mallory"}, Agents: []e2e.Agent{{Localpart: "weather"}}})
 	bot := e.JID("bot")
@@ -103,6 +104,7 @@ func TestHostSelfRegistersAndServes(t *testing.T) {
 // not self-register even its own JID, not even with trust grants, and is
 // not offered the feature.
 func TestSelfRegistrationRemoteDomainRefused(t *testing.T) {
+	t.Parallel()
 	e2e.NeedSlixmpp(t)
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -23,6 +23,7 @@ import (
 // gap-free, and end with the final progress right before the terminal
 // event.
 func TestProgressFloodE2E(t *testing.T) {
+	t.Parallel()
 	const perSecond = 5
 	const n = 5000
 	te := e2e.StartTaskEnvConfig(t, []string{"alice"}, func(c *config.Config) { c.Tasks.ProgressPerSecond = perSecond },
@@ -87,6 +88,7 @@ func TestProgressFloodE2E(t *testing.T) {
 // bob's calls through the same Prosody and endpoint still run. A settled
 // task frees alice's quota.
 func TestQuotaPerPrincipalE2E(t *testing.T) {
+	t.Parallel()
 	te := e2e.StartTaskEnvConfig(t, []string{"alice", "bob"}, func(c *config.Config) { c.Tasks.MaxActivePerPrincipal = 2 }, nil)
 	alice, bob := te.Dial("alice"), te.Dial("bob")
 	a1 := te.Invoke(t, alice, "wait", `{}`)
@@ -118,6 +120,7 @@ func TestQuotaPerPrincipalE2E(t *testing.T) {
 // accepted (as task-state shows a real client), and they run as slots
 // free.
 func TestBackendConcurrencyE2E(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	gates := map[string]chan struct{}{}
 	gate := func(id string) chan struct{} {
@@ -197,6 +200,7 @@ func TestBackendConcurrencyE2E(t *testing.T) {
 // for a third a.test user with no task of their own), while a local user
 // of the gateway's server still runs calls.
 func TestQuotaPerRemoteDomainE2E(t *testing.T) {
+	t.Parallel()
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

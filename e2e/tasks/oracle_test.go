@@ -153,6 +153,7 @@ func findProbe(t *testing.T, probes []taskProbe, name string) taskProbe {
 // endpoint or a deactivated one from a nonexistent one with any task IQ.
 // Once invocation is granted, the same user gets precise errors.
 func TestTaskIQsNoExistenceOracleFederated(t *testing.T) {
+	t.Parallel()
 	a, b := xmppharness.StartFederation(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -188,6 +189,7 @@ func TestTaskIQsNoExistenceOracleFederated(t *testing.T) {
 // and invocable_by, probed by a local user who is not listed, look like
 // nonexistent ones to every task IQ; the listed user gets precise errors.
 func TestTaskIQsNoExistenceOracleLocal(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "open"}, {Localpart: "guarded"}, {Localpart: "guardedoff"}}, Users: []string{"eve", "ops"},
 		Mutate: func(c *config.Config) {
 			for i := range c.Agents {

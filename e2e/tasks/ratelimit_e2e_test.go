@@ -36,6 +36,7 @@ func (c *countingConn) SendIQ(ctx context.Context, iq *xmltree.Element) (*xmltre
 // task-state and a task-result (600 requests), with client retries off.
 // The old defaults (burst 200 for everyone) refused it.
 func TestLocalServiceAccountIsNotThrottled(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"svc"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -95,6 +96,7 @@ func TestLocalServiceAccountIsNotThrottled(t *testing.T) {
 // backs off and retries refused requests until they pass, and gives up
 // after its bound when the budget does not come back in time.
 func TestClientRetriesResourceConstraint(t *testing.T) {
+	t.Parallel()
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"svc"}, TOML: `
 [federation.local]
 input_per_second = 20

@@ -30,6 +30,7 @@ func startTaskEnv(t *testing.T, users []string, script func(x *taskstest.Executo
 // connections of the same user: one task, one execution. The same
 // request-id with other arguments conflicts.
 func TestTaskE2EReplay(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	te := startTaskEnv(t, []string{"alice"}, func(x *taskstest.Executor) {
 		x.Script("gated", taskstest.Step{Gate: gate}, taskstest.Step{Echo: true})
@@ -116,6 +117,7 @@ func TestTaskE2EReplay(t *testing.T) {
 // expected revisions (conflict, nothing changes), then with many
 // concurrent requests of which exactly one tuple wins.
 func TestTaskE2ECancelRace(t *testing.T) {
+	t.Parallel()
 	te := startTaskEnv(t, []string{"alice"}, nil)
 	c := te.Dial("alice")
 	acc := te.Invoke(t, c, "wait", `{}`)
@@ -221,6 +223,7 @@ func TestTaskE2ECancelRace(t *testing.T) {
 // settled cancelled. The engine refuses it and neither task-state nor
 // task-result changes.
 func TestTaskE2ETerminalImmutable(t *testing.T) {
+	t.Parallel()
 	settled := make(chan struct{})
 	proceed := make(chan struct{})
 	late := make(chan []error, 1)
@@ -314,6 +317,7 @@ func TestTaskE2ETerminalImmutable(t *testing.T) {
 // another user's task, which must be indistinguishable from a task that
 // never existed.
 func TestTaskE2ERecoveryErrors(t *testing.T) {
+	t.Parallel()
 	te := startTaskEnv(t, []string{"alice", "bob"}, nil)
 	alice := te.Dial("alice")
 	acc := te.Invoke(t, alice, "wait", `{}`)

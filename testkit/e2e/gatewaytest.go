@@ -420,4 +420,4 @@ func (e *Env) Agentgw(wantExit int, args ...string) string {
 	return string(out)
 }
 
-func JidMust(s string) jid.JID { return jid.MustParse(s) }
+func MustJID(s string) jid.JID { return jid.MustParse(s) }

@@ -38,7 +38,7 @@ import (
 // a2aAgent runs testdata/a2a/agent.mjs (an A2A server from the official
 // JS SDK) and returns its base URL and a counter of its executions.
 type a2aAgent struct {
-	Url  string
+	URL  string
 	Mu   sync.Mutex
 	exec map[string]int // skill → executions
 	// traceparents are the W3C trace contexts received on /rpc.
@@ -100,14 +100,14 @@ func StartA2AScript(t *testing.T, script, opts string) *a2aAgent {
 	}()
 	select {
 	case p := <-port:
-		a.Url = "http://127.0.0.1:" + p
+		a.URL = "http://127.0.0.1:" + p
 	case <-time.After(30 * time.Second):
 		t.Fatal("the A2A agent did not start")
 	}
 	return a
 }
 
-func A2aTOML(domain, cardURL string) string {
+func A2ATOML(domain, cardURL string) string {
 	return fmt.Sprintf("[[agents]]\njid = %q\n[agents.a2a]\nurl = %q\n", "remote@"+domain, cardURL)
 }
 

@@ -519,7 +519,7 @@ func StartHost(t testing.TB, e *Env, name, user string, waitFor string, backendA
 	if len(backendArgs) == 0 {
 		backendArgs = []string{"--mcp-command", EverythingCommand(t)}
 	}
-	p := &Proc{T: t, LogPath: filepath.Join(e.Dir, name+".log"), exited: make(chan struct{})}
+	p := NewProc(t, filepath.Join(e.Dir, name+".log"))
 	out, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -540,11 +540,7 @@ func StartHost(t testing.TB, e *Env, name, user string, waitFor string, backendA
 		t.Fatalf("start agentgw host: %v", err)
 	}
 	p.Cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		p.State = cmd.ProcessState
-		close(p.exited)
-	}()
+	p.Reap()
 	t.Cleanup(func() { p.Stop() })
 	p.WaitLog(waitFor, 90*time.Second)
 	return p

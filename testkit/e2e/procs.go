@@ -90,7 +90,7 @@ func (e *Env) ServeConfig(name, configPath string) *Proc {
 	t := e.T
 	t.Helper()
 	bin := Binary(t)
-	p := &Proc{T: t, LogPath: filepath.Join(e.Dir, name+".log"), exited: make(chan struct{})}
+	p := NewProc(t, filepath.Join(e.Dir, name+".log"))
 	out, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +109,7 @@ func (e *Env) ServeConfig(name, configPath string) *Proc {
 		t.Fatalf("start agentgw serve: %v", err)
 	}
 	p.Cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		p.State = cmd.ProcessState
-		close(p.exited)
-	}()
+	p.Reap()
 	t.Cleanup(func() { p.Stop() })
 
 	deadline := time.Now().Add(60 * time.Second)

@@ -4,7 +4,7 @@
 // states (working → progress, input-required → input_required and the
 // answer sent back, cancel → tasks/cancel, terminal states settle), and
 // resubscribes when the stream breaks. The mapping lives in a2amap; the
-// front the other way round (`agentgw a2a`) is a2abridge/front.
+// front the other way round (`agentgw a2a`) is callers/a2afront.
 package a2abridge
 
 import (

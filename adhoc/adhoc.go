@@ -26,10 +26,10 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/dataform"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Engine is what commands need from the task engine (*tasks.Engine).
@@ -66,13 +66,22 @@ type Deps struct {
 	// (default 1h).
 	MaxPending int
 	PendingTTL time.Duration
+	// SettleWait is how long a submitted stage waits for its task to
+	// settle or ask for input before it answers with the executing stage,
+	// so that a quick tool answers completed with its result at once
+	// (default DefaultSettleWait; negative: no wait). MaxWaiting bounds the
+	// submissions waiting at once (default 4, a quarter of the component's
+	// IQ workers); the others answer at once.
+	SettleWait time.Duration
+	MaxWaiting int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Service serves the commands of every endpoint.
 type Service struct {
-	d Deps
+	d       Deps
+	waiting chan struct{} // one slot per submission waiting for its task
 
 	mu      sync.Mutex
 	pending map[string]*pending // session ID → first stage not yet submitted
@@ -89,6 +98,14 @@ type pending struct {
 
 // maxPendingPerCaller bounds one principal's open first stages.
 const maxPendingPerCaller = 64
+
+// DefaultSettleWait is how long a submitted stage waits for its task by
+// default (docs/adhoc.md).
+const DefaultSettleWait = 2 * time.Second
+
+// refreshStage is the StageVar of an executing stage: submitting it (with
+// any action but cancel) is a refresh.
+const refreshStage = "refresh"
 
 // New makes the service; Register installs its IQ handler.
 func New(d Deps) *Service {
@@ -107,14 +124,59 @@ func New(d Deps) *Service {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Service{d: d, pending: map[string]*pending{}}
+	if d.SettleWait == 0 {
+		d.SettleWait = DefaultSettleWait
+	}
+	if d.MaxWaiting <= 0 {
+		d.MaxWaiting = 4
+	}
+	return &Service{d: d, pending: map[string]*pending{}, waiting: make(chan struct{}, d.MaxWaiting)}
 }
 
 // Register installs the command IQ. It is AccessInvocable like invoke: the
 // router answers item-not-found, whatever was sent, to a requester who may
-// neither see nor invoke the endpoint nor holds a task there.
+// neither see nor invoke the endpoint nor holds a task there. The handler
+// itself answers item-not-found, whatever was sent, where the endpoint is
+// not open to the requester (open): a requester who holds a task at a
+// hidden or deactivated endpoint gets there, and must still not tell it
+// from a nonexistent one. The get handler exists only so that a wrong IQ
+// type is judged after the same check.
 func (s *Service) Register(r *component.Router) {
 	r.HandleEndpointIQ(component.IQSet, ns.Commands, "command", component.AccessInvocable, component.IQHandlerFunc(s.command))
+	r.HandleEndpointIQ(component.IQGet, ns.Commands, "command", component.AccessInvocable, component.IQHandlerFunc(s.commandGet))
+}
+
+// commandGet answers a command sent as an IQ get.
+func (s *Service) commandGet(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
+	if !s.open(iq.From.Bare().String(), iq.To.Bare().String()) {
+		return nil, agentproto.ErrItemNotFound()
+	}
+	return nil, agentproto.ErrBadRequest("This request must be an IQ set.")
+}
+
+// open tells whether the endpoint's commands are open to the caller: it
+// has an active version with a backend, and the caller may invoke it. The
+// three checks run whatever the first answers.
+func (s *Service) open(caller, ep string) bool {
+	_, active := s.d.Reader.Active(ep)
+	may := s.d.Policy.CanInvoke(caller, ep)
+	run := s.runnable(ep)
+	return active && may && run
+}
+
+// heldSession is the caller's own submitted session sid on node at ep, or
+// nil. It lets a requester who ran a command at an endpoint that is no
+// longer open to it (hidden, deactivated, revoked) still refresh, answer
+// and cancel that task, as task IQs do: it already knows the endpoint.
+func (s *Service) heldSession(ctx context.Context, caller, ep, node, sid string) *tasks.Snapshot {
+	if !validSessionID(sid) {
+		return nil
+	}
+	snap, err := s.d.Engine.StateByRequest(ctx, caller, ep, requestID(sid))
+	if err != nil || snap == nil || snap.Tool != node {
+		return nil
+	}
+	return snap
 }
 
 // Features are the endpoint features the command surface adds: the
@@ -169,6 +231,13 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	node := c.AttrValue("node")
 	sid := c.AttrValue("sessionid")
 	action := c.AttrValue("action")
+	caller, ep := iq.From.Bare().String(), iq.To.Bare().String()
+	// Before anything about the request is judged: an endpoint that is not
+	// open to the caller answers item-not-found, byte for byte what a
+	// nonexistent one answers, unless this is the caller's own session.
+	if !s.open(caller, ep) && s.heldSession(ctx, caller, ep, node, sid) == nil {
+		return nil, agentproto.ErrItemNotFound()
+	}
 	if action == "" {
 		action = "execute"
 	}
@@ -182,7 +251,6 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	caller, ep := iq.From.Bare().String(), iq.To.Bare().String()
 	route := iq.From.String()
 	if sid == "" {
 		if action != "execute" && action != "complete" {
@@ -341,7 +409,7 @@ func (s *Service) submitStart(ctx context.Context, caller, route, node, sid stri
 	if err != nil {
 		return nil, s.mapError(err)
 	}
-	return s.render(ctx, caller, p.endpoint, node, sid, snap)
+	return s.render(ctx, caller, p.endpoint, node, sid, s.awaitSettled(ctx, caller, p.endpoint, snap))
 }
 
 func formStageError(err error) error {
@@ -356,6 +424,9 @@ func formStageError(err error) error {
 // again (a replay, or a conflict when the values differ) or the answer to
 // the pending input request.
 func (s *Service) submitLater(ctx context.Context, caller, route, ep, node, sid string, snap *tasks.Snapshot, form *dataform.Form) (*xmltree.Element, error) {
+	if isRefresh(form, snap) {
+		return s.render(ctx, caller, ep, node, sid, snap)
+	}
 	st := form.Value(StageVar)
 	if st == "start" || (st == "" && snap.State != agentproto.StateInputRequired) {
 		p := &pending{caller: caller, endpoint: ep, node: node, version: snap.APIVersion, hash: snap.ManifestHash}
@@ -401,7 +472,80 @@ func (s *Service) submitLater(ctx context.Context, caller, route, ep, node, sid 
 	if err != nil {
 		return nil, s.mapError(err)
 	}
-	return s.render(ctx, caller, ep, node, sid, fresh)
+	return s.render(ctx, caller, ep, node, sid, s.awaitSettled(ctx, caller, ep, fresh))
+}
+
+// isRefresh tells whether a form sent once the task exists only asks for
+// the current stage: it names the executing stage, or it carries no
+// values (Converse.js sends next and complete with an empty submit form)
+// and does not name the input request now pending, which an empty answer
+// may really be meant for.
+func isRefresh(form *dataform.Form, snap *tasks.Snapshot) bool {
+	st := form.Value(StageVar)
+	if st == refreshStage {
+		return true
+	}
+	for _, f := range form.Fields {
+		if f.Var != StageVar && f.Var != dataform.FormTypeVar && len(f.Values) > 0 {
+			return false
+		}
+	}
+	if in, ok := pendingInput(snap); ok {
+		if reqID, _, ok := parseInputStage(st); ok && reqID == in.RequestID {
+			return false
+		}
+	}
+	return true
+}
+
+// settled tells whether a task needs nothing more from a waiting stage.
+func settled(snap *tasks.Snapshot) bool {
+	return snap.State.Terminal() || snap.State == agentproto.StateInputRequired
+}
+
+// awaitSettled waits up to SettleWait for a just-submitted task to settle
+// or ask for input, woken by its committed events (and a slow poll, for
+// commits of another process), and returns its latest state. When
+// MaxWaiting submissions already wait it returns at once.
+func (s *Service) awaitSettled(ctx context.Context, caller, ep string, snap *tasks.Snapshot) *tasks.Snapshot {
+	if settled(snap) || s.d.SettleWait < 0 {
+		return snap
+	}
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		return snap
+	}
+	var woke <-chan struct{}
+	if s.d.Progress != nil {
+		ch, stop := s.d.Progress.watch(snap.TaskID)
+		defer stop()
+		woke = ch
+	}
+	timer := time.NewTimer(s.d.SettleWait)
+	defer timer.Stop()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		// Read first: an event committed before the watch began is seen.
+		fresh, err := s.d.Engine.State(ctx, caller, ep, snap.TaskID)
+		if err != nil {
+			return snap
+		}
+		snap = fresh
+		if settled(snap) {
+			return snap
+		}
+		select {
+		case <-ctx.Done():
+			return snap
+		case <-timer.C:
+			return snap
+		case <-woke:
+		case <-poll.C:
+		}
+	}
 }
 
 func (s *Service) cancel(ctx context.Context, caller, ep, node, sid string, snap *tasks.Snapshot) (*xmltree.Element, error) {

@@ -2,7 +2,7 @@ package adhoc
 
 import (
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // The disco side of the commands. dirxmpp owns disco at endpoints and asks

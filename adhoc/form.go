@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentgw/agentgw/internal/dataform"
 	"github.com/agentgw/agentgw/internal/ijson"
+	"github.com/agentgw/agentgw/xep/dataform"
 )
 
 // Field kinds: how one schema property is shown and read back.

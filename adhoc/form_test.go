@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/dataform"
+	"github.com/agentgw/agentgw/xep/dataform"
 )
 
 const mixedSchema = `{"type":"object","required":["city","count"],"properties":{

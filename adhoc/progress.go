@@ -22,6 +22,9 @@ type ProgressCache struct {
 	max   int
 	text  map[string]string
 	order []string
+
+	// watchers are stages waiting for a task's next committed event.
+	watchers map[string]map[chan struct{}]struct{}
 }
 
 // NewProgressCache bounds the cache to max tasks (default 10000).
@@ -29,11 +32,44 @@ func NewProgressCache(max int) *ProgressCache {
 	if max <= 0 {
 		max = 10000
 	}
-	return &ProgressCache{max: max, text: map[string]string{}}
+	return &ProgressCache{max: max, text: map[string]string{}, watchers: map[string]map[chan struct{}]struct{}{}}
+}
+
+// watch returns a channel that receives after each committed event of the
+// task (coalesced: it holds at most one), and the function that ends the
+// watch.
+func (c *ProgressCache) watch(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	if c.watchers[id] == nil {
+		c.watchers[id] = map[chan struct{}]struct{}{}
+	}
+	c.watchers[id][ch] = struct{}{}
+	c.mu.Unlock()
+	return ch, func() {
+		c.mu.Lock()
+		delete(c.watchers[id], ch)
+		if len(c.watchers[id]) == 0 {
+			delete(c.watchers, id)
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *ProgressCache) wake(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ch := range c.watchers[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Notify implements tasks.Notifier; it never blocks for long.
 func (c *ProgressCache) Notify(ev tasks.Event) {
+	defer c.wake(ev.TaskID)
 	switch {
 	case ev.Type.Terminal():
 		c.mu.Lock()

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // inputReq is a task's input_required payload.
@@ -100,10 +100,15 @@ func (s *Service) render(ctx context.Context, caller, ep, node, sid string, snap
 		}
 		return terminalStage(node, sid, snap, res.Payload), nil
 	}
-	// accepted, running or cancelling: a note the client refreshes with
-	// next (or execute) and no form.
+	// accepted, running or cancelling: the state and progress, both in a
+	// note and in the instructions of a form, since clients such as
+	// Converse.js show an executing stage's form but not its notes. The client refreshes with next (or execute), with no form,
+	// an empty one or this one (its hidden field names the refresh).
+	text := s.progressText(ctx, snap)
+	f := dataform.Form{Type: dataform.TypeForm, Title: "Task " + stateText(snap.State), Instructions: []string{text},
+		Fields: []dataform.Field{{Var: StageVar, Type: dataform.FieldHidden, Values: []string{refreshStage}}}}
 	return stage(node, sid, "executing").Add(actionsEl("next", "next"),
-		note("info", s.progressText(ctx, snap))), nil
+		note("info", text), f.Element()), nil
 }
 
 // progressText is the "executing" note: the state and the last progress.

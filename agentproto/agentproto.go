@@ -5,7 +5,7 @@
 // and one parser. The XML namespaces are in agentproto/ns.
 //
 // It is the lowest tier of the module: it imports no other project package
-// except internal/xmltree and agentproto/ns, so that every other package,
+// except xep/xmltree and agentproto/ns, so that every other package,
 // on either end of the protocol, can spell the protocol's words from here.
 package agentproto
 

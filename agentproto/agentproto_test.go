@@ -3,7 +3,7 @@ package agentproto
 import (
 	"testing"
 
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // The types RFC 6120 (8.3.3) gives the conditions the gateway sends.

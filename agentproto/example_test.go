@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // A caller reads a terminal event's payload with the shared structs and

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Type is the type attribute of a stanza <error/> (RFC 6120, 8.3.2): what

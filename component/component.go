@@ -22,7 +22,7 @@ import (
 	"github.com/agentgw/agentgw/internal/backoff"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // closeGrace bounds a clean shutdown: flushing the queue, then waiting for

@@ -6,7 +6,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 var errDuplicateID = errors.New("component: an IQ with this id is already waiting for its answer")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/clock"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func TestParentDomain(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/fuzzcheck"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // FuzzParseManifest feeds manifest JSON (seeds in

@@ -161,6 +161,7 @@ func MCPOptions(cfg *config.Config, a config.Agent) mcpbridge.Options {
 		return o
 	}
 	o.Command, o.Env, o.URL = m.Command, m.Env, m.URL
+	o.MaxSessions = m.MaxSessions
 	if len(m.HeadersEnv) > 0 || len(m.HeadersFile) > 0 {
 		o.Headers = func() (http.Header, error) { return mcpHeaders(cfg, m) }
 	}

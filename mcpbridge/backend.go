@@ -87,6 +87,11 @@ type Options struct {
 	// matters most for HTTP servers, whose death is otherwise noticed only
 	// by the next call.
 	HealthInterval time.Duration
+	// MaxSessions bounds the server sessions that run calls, one call at
+	// a time each, so that every elicitation is attributed with
+	// certainty (pool.go). Default DefaultMaxSessions. For a stdio server
+	// every session is one more server process.
+	MaxSessions int
 }
 
 // sessionStable is how long a session must have lived for the next restart
@@ -108,6 +113,13 @@ type Backend struct {
 	cur      *session
 	sessions map[*mcp.ClientSession]*session
 	losses   map[string]bool
+
+	// The sessions for calls (pool.go), under mu.
+	maxSessions int
+	extras      []*session    // further sessions, beside cur
+	connecting  int           // further sessions being connected
+	gen         uint64        // counts supervised sessions
+	poolChanged chan struct{} // closed when a session is released
 
 	running atomic.Bool
 
@@ -156,6 +168,9 @@ func New(o Options) (*Backend, error) {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = 30 * time.Second
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	if o.ClientVersion == "" {
 		o.ClientVersion = "dev"
 	}
@@ -173,6 +188,9 @@ func New(o Options) (*Backend, error) {
 		avail:    backendkit.NewPresence(bare, o.Availability),
 		sessions: map[*mcp.ClientSession]*session{},
 		losses:   map[string]bool{},
+
+		maxSessions: o.MaxSessions,
+		poolChanged: make(chan struct{}),
 	}
 	b.setSecrets(nil)
 	b.client = mcp.NewClient(&mcp.Implementation{Name: "agentgw", Version: o.ClientVersion}, &mcp.ClientOptions{
@@ -257,6 +275,12 @@ type session struct {
 
 	mu    sync.Mutex
 	calls map[string]*callState // by progress token
+
+	// Under Backend.mu (pool.go).
+	busy  bool        // a call holds the session
+	extra bool        // a further session, not the supervised one
+	gen   uint64      // the supervised session it was opened beside
+	idle  *time.Timer // closes an idle further session
 }
 
 func (s *session) ended() bool {
@@ -292,7 +316,9 @@ func (s *session) call(token string) *callState {
 // caused it. It is certain only when exactly one call is in flight and no
 // request the bridge gave up on (a cancelled call, a passed deadline) is
 // still unanswered: the server may still be running such a call, and a
-// late question of caller A must never reach caller B.
+// late question of caller A must never reach caller B. The session pool
+// (pool.go) makes both hold for every call it hands out; this check stays
+// as the guard.
 func (s *session) soleCall() (*callState, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -499,6 +525,8 @@ func (b *Backend) runSession(ctx context.Context) (time.Duration, error) {
 func (b *Backend) supervise(ctx context.Context, s *session) {
 	b.mu.Lock()
 	b.cur = s
+	b.gen++
+	b.signalPool()
 	b.mu.Unlock()
 	b.setAvailable(true)
 	defer func() {
@@ -506,8 +534,10 @@ func (b *Backend) supervise(ctx context.Context, s *session) {
 		if b.cur == s {
 			b.cur = nil
 		}
+		b.signalPool()
 		b.mu.Unlock()
 		b.setAvailable(false)
+		b.closeExtras()
 		s.close()
 	}()
 	tick := time.NewTicker(b.o.HealthInterval)

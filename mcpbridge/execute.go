@@ -74,10 +74,10 @@ func callFromContext(ctx context.Context) *callState {
 	return st
 }
 
-// Execute implements tasks.Executor: one task is one tools/call.
+// Execute implements tasks.Executor: one task is one tools/call, alone on
+// its session (pool.go).
 func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
-	s := b.current()
-	if s == nil || s.ended() {
+	if s := b.current(); s == nil || s.ended() {
 		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
 		return
 	}
@@ -92,16 +92,6 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	st.cancel = cancel
 	defer cancel()
 
-	slot := s.tap.expect(st.token)
-	answered := false // the SDK got the server's answer to the tools/call
-	defer func() { s.tap.forget(st.token, answered) }()
-	s.add(st)
-	defer s.remove(st)
-	if s.ended() { // raced with the session's end
-		st.gone.Store(true)
-		cancel()
-	}
-
 	go func() {
 		select {
 		case <-run.CancelRequested():
@@ -112,6 +102,34 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		case <-st.ctx.Done():
 		}
 	}()
+
+	s, shared, err := b.acquire(st.ctx)
+	if err != nil {
+		switch {
+		case st.cancelRequested.Load():
+			b.settle(run.Cancelled("Cancelled at the caller's request while the call waited for a free MCP server session."))
+		case ctx.Err() != nil:
+			// Gateway shutdown: the engine settles the task as interrupted.
+		case errors.Is(st.ctx.Err(), context.DeadlineExceeded):
+			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "The task deadline passed while the call waited for a free MCP server session."}))
+		default:
+			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
+		}
+		return
+	}
+	if !shared {
+		defer b.release(s) // after forget: an abandoned call retires the session
+	}
+
+	slot := s.tap.expect(st.token)
+	answered := false // the SDK got the server's answer to the tools/call
+	defer func() { s.tap.forget(st.token, answered) }()
+	s.add(st)
+	defer s.remove(st)
+	if s.ended() { // raced with the session's end
+		st.gone.Store(true)
+		cancel()
+	}
 
 	var args any = json.RawMessage(call.Arguments)
 	if len(call.Arguments) == 0 {
@@ -341,6 +359,11 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	s := b.sessionOf(req.Session)
 	st := callFromContext(ctx)
+	if st != nil && (s == nil || s.call(st.token) != st) {
+		// Only a call in flight on this very session can own the
+		// request; a context carrying another call must not decide.
+		st = nil
+	}
 	why := "unknown session"
 	if st == nil && s != nil {
 		st, why = s.soleCall()
@@ -403,6 +426,9 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		b.log.Warn("elicitation cannot be carried as an input request", slog.String("reason", err.Error()))
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw cannot carry this elicitation as an XMPP input request"}
 	default:
+		if st.ctx.Err() == nil && ctx.Err() == nil {
+			b.log.Warn("elicitation could not be carried as an input request; answered cancel", slog.String("error", err.Error()))
+		}
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
 }

@@ -194,37 +194,44 @@ func TestHTTPConcurrentInputAttributed(t *testing.T) {
 	}
 }
 
-// Before 2026-07-28 an elicitation carries nothing tying it to a call: with
-// two calls in flight the bridge refuses to guess rather than show one
-// caller another's question.
-func TestHTTPLegacyAmbiguousInputRefused(t *testing.T) {
+// Before 2026-07-28 an elicitation carries nothing tying it to a call. Two
+// calls in flight at once each run alone on their own MCP session (the
+// pool), so both get their own question while both are open, each answer
+// reaches its own call, and nothing is refused as unattributed. (Until
+// issue 27 the second call's question was refused.)
+func TestHTTPLegacyConcurrentInputAttributed(t *testing.T) {
 	token := ids.New("tok-")
 	t.Setenv("MCPBRIDGE_TEST_TOKEN", token)
 	url, _ := httpServer(t, token, false)
 	s := start(t, httpAgent(url), nil)
-	first := newFakeRun()
+	runs := []*fakeRun{newFakeRun(), newFakeRun()}
 	release := make(chan struct{})
-	first.Answer = func(tasks.InputRequest) (json.RawMessage, error) {
-		<-release
-		return json.RawMessage(`{"color":"green"}`), nil
+	for i, color := range []string{"green", "purple"} {
+		runs[i].Answer = func(tasks.InputRequest) (json.RawMessage, error) {
+			select { // both questions are open at once
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+			return json.RawMessage(`{"color":"` + color + `"}`), nil
+		}
+		go s.b.Execute(context.Background(), tasks.Call{TaskID: color, Tool: "ask", Arguments: json.RawMessage(`{}`)}, runs[i])
 	}
-	go s.b.Execute(context.Background(), tasks.Call{TaskID: "one", Tool: "ask", Arguments: json.RawMessage(`{}`)}, first)
-	select {
-	case <-first.InputCh:
-	case <-time.After(10 * time.Second):
-		t.Fatal("sole call's input not attributed")
-	}
-	second := s.exec(t, "ask", `{}`, nil)
-	// The go-sdk server passes our refusal on as a JSON-RPC error.
-	if len(second.Inputs) != 0 || second.Failure == nil || !strings.HasPrefix(second.Failure.Code, "mcp:") {
-		t.Errorf("second call: inputs %d, %s", len(second.Inputs), second.Outcome())
+	for i, r := range runs {
+		select {
+		case <-r.InputCh:
+		case <-time.After(20 * time.Second):
+			close(release)
+			t.Fatalf("call %d: no input request while the other's is open", i)
+		}
 	}
 	close(release)
-	first.Wait(t, 10*time.Second)
-	if got := textOf(t, first.Result); got != "accept green" {
-		t.Errorf("first = %q", got)
+	for i, want := range []string{"accept green", "accept purple"} {
+		runs[i].Wait(t, 20*time.Second)
+		if got := textOf(t, runs[i].Result); got != want || len(runs[i].Inputs) != 1 {
+			t.Errorf("run %d: %q after %d input requests, want %q after 1", i, got, len(runs[i].Inputs), want)
+		}
 	}
-	if !slices.Contains(s.b.SemanticLosses(), agentproto.CodeUnattributedElicitation) {
+	if slices.Contains(s.b.SemanticLosses(), agentproto.CodeUnattributedElicitation) {
 		t.Errorf("losses %v", s.b.SemanticLosses())
 	}
 }

@@ -185,12 +185,14 @@ func TestRawCalls(t *testing.T) {
 
 // A cancelled call may still run at the server (MCP cancellation is
 // advisory, and a server need not answer a cancelled request), so its late
-// question must not reach the next caller just because that caller's call
-// is the only one in flight. Once the server answers the abandoned request,
-// attribution is certain again.
+// question must not reach the next caller. The next caller therefore never
+// runs on the session of the abandoned call: it gets a session of its own,
+// where every question is its own, while the abandoned session takes no
+// calls (and would refuse a question there, see soleCall).
 //
-// The raw server runs in this process behind the injected transport: the
-// attribution logic, not a real process, is the point.
+// The raw server runs in this process behind the injected transport (one
+// raw server per session): the attribution logic, not a real process, is
+// the point.
 func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
 	s := start(t, Options{JID: testJID, Transport: inMemoryRaw(ids.New("sec-"))}, nil)
 
@@ -211,22 +213,30 @@ func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
 	if a.Outcome() == "not settled" || a.Result != nil || a.Failure != nil {
 		t.Fatalf("caller A: %s, want cancelled", a.Outcome())
 	}
+	abandoned := s.b.current()
 
+	// after-cancel asks the late-ask call's question if that call is
+	// still open on its session; B's session has none, so the question
+	// it gets is asked during B's own call, on B's own session.
 	b := newFakeRun()
 	b.Answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"blue"}`), nil }
 	s.exec(t, "after-cancel", `{}`, b)
-	if len(b.Inputs) != 0 {
-		t.Errorf("caller B was shown caller A's question: %+v", b.Inputs)
+	if got := textOf(t, b.Result); got != `late question answered: {"action":"accept","content":{"color":"blue"}}` || len(b.Inputs) != 1 {
+		t.Errorf("caller B: %q after %d input requests", got, len(b.Inputs))
 	}
-	if got := textOf(t, b.Result); got != "late question refused" {
-		t.Errorf("caller B: %q, want the late question refused", got)
+	// B was kept off A's session: A's request is still unanswered there.
+	if n := abandoned.tap.unanswered(); n != 1 {
+		t.Errorf("A's session has %d unanswered abandoned requests, want 1: B ran on it", n)
 	}
-	if logs := s.logs.String(); !strings.Contains(logs, "MCP elicitation refused") || !strings.Contains(logs, "abandoned call may still be running") {
-		t.Errorf("refusal not logged:\n%s", logs)
+	// And a question arriving there now would be refused, never given to
+	// a caller in flight on it.
+	probe := &callState{token: "probe"}
+	abandoned.add(probe)
+	if st, why := abandoned.soleCall(); st != nil || !strings.Contains(why, "abandoned call may still be running") {
+		t.Errorf("soleCall on the abandoned session = %v, %q", st, why)
 	}
+	abandoned.remove(probe)
 
-	// The server has answered A's request since: the next sole call's
-	// question is attributed again.
 	c := newFakeRun()
 	c.Answer = func(tasks.InputRequest) (json.RawMessage, error) { return json.RawMessage(`{"color":"green"}`), nil }
 	s.exec(t, "form-ask", `{}`, c)

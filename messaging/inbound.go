@@ -16,8 +16,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Bounds of single inbound fields beyond Limits: ids, threads and URLs are

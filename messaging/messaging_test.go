@@ -16,11 +16,11 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Unit tests of the pure logic, with a recording sender; the wire is
-// tested through Prosody in internal/gatewaytest (messaging_e2e_test.go).
+// tested through Prosody in e2e/messaging (messaging_e2e_test.go).
 
 type recSender struct {
 	mu   sync.Mutex

@@ -14,9 +14,9 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/dataform"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // Bounds of an outbound question form.

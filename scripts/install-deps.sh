@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what agentgw's tests, demo and benchmarks need: Prosody (with
 # lua-unbound for federation), ejabberd, slixmpp, openssl, PostgreSQL (the
-# postgres driver's tests start private servers from its binaries), and the npm test
+# postgres driver's tests start private servers from its binaries), Chromium
+# (the Converse.js browser test), and the npm test
 # tools from package-lock.json. Idempotent: it only touches what is missing
 # or stale, so a second run on a ready machine does nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(prosody lua-unbound ejabberd python3-slixmpp openssl postgresql)
+# chromium: headless browser for the Converse.js ad-hoc commands test
+# (TestAdhocConverseBrowser, driven by npm puppeteer-core).
+APT_PACKAGES=(prosody lua-unbound ejabberd python3-slixmpp openssl postgresql chromium)
 
 as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

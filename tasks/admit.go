@@ -18,8 +18,8 @@ import (
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/telemetry"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // Invocation is one <invoke/> as received, after the XMPP layer has

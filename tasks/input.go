@@ -11,8 +11,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // InputSubmission is one <provide-input/>.

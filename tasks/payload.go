@@ -12,7 +12,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/schema"
-	"github.com/agentgw/agentgw/internal/xmpptime"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // lifecycleSchemaJSON is the normative task event payload JSON Schema,

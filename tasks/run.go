@@ -11,8 +11,8 @@ import (
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/internal/telemetry"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // toolInfo is what a running task needs from its pinned tool.

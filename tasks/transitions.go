@@ -7,8 +7,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/telemetry"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks/taskdb"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // Source states of the normative transitions.

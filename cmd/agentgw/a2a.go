@@ -9,7 +9,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/a2abridge/front"
+	"github.com/agentgw/agentgw/callers/a2afront"
 )
 
 func init() {
@@ -67,7 +67,7 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	f, err := front.New(s.client, front.Options{
+	f, err := a2afront.New(s.client, a2afront.Options{
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
 	})

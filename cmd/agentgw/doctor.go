@@ -33,9 +33,9 @@ import (
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/internal/store"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/mcpbridge"
 	"github.com/agentgw/agentgw/oanbridge"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func init() {

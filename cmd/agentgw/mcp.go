@@ -15,9 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/callers/mcpfront"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/mcpbridge/front"
 )
 
 func init() {
@@ -32,7 +32,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
 	bf := addBearerFlags(fs)
-	sessionTimeout := fs.Duration("session-timeout", front.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
+	sessionTimeout := fs.Duration("session-timeout", mcpfront.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
 	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery poll interval, the fallback to the catalog changes gateways push (0 disables polling)")
 	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
@@ -45,12 +45,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(pos) > 0 {
 		return usagef("mcp takes no arguments")
 	}
-	var style front.NameStyle
+	var style mcpfront.NameStyle
 	switch *names {
 	case "mcp":
-		style = front.NamesMCP
+		style = mcpfront.NamesMCP
 	case "strict":
-		style = front.NamesStrict
+		style = mcpfront.NamesStrict
 	default:
 		return usagef("--tool-names must be mcp or strict")
 	}
@@ -101,7 +101,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	f := front.New(s.client, front.Options{
+	f := mcpfront.New(s.client, mcpfront.Options{
 		Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize, ListPageSize: *listPage,
 		Names: style, CancelWait: *cancelWait, Logger: log,
 		Implementation: &mcp.Implementation{Name: "agentgw", Title: "XMPP agents (agentgw)", Version: buildVersion()},
@@ -126,7 +126,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "agentgw mcp: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
 		}
 		fmt.Fprintf(stderr, "agentgw mcp: serving MCP (streamable HTTP) on http://%s/ as %s\n", ln.Addr(), s.conn.JID().Bare())
-		err = f.RunHTTP(ctx, ln, front.HTTPOptions{Bearer: bearer, SessionTimeout: *sessionTimeout})
+		err = f.RunHTTP(ctx, ln, mcpfront.HTTPOptions{Bearer: bearer, SessionTimeout: *sessionTimeout})
 	} else {
 		err = f.Run(ctx, stdioTransport())
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/fuzzcheck"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func TestDecodeChatMessage(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // CapsNode is the XEP-0115 node of endpoint presence: it names the

@@ -15,8 +15,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/fuzzcheck"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // The directory wire is fuzzed through Router.DispatchIQ, the exported
@@ -73,7 +73,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 			}
 		}
 		w.vocab = fuzzcheck.Vocabulary(f, "directory/dirxmpp", "directory", "component", "agentproto/ns",
-			"internal/rsm", "internal/dataform")
+			"xep/rsm", "xep/dataform")
 		world = w
 	})
 	return world

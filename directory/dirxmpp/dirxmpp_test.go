@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/rsm"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/rsm"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 const (

@@ -11,9 +11,9 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/rsm"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/rsm"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // infoQuery starts a disco#info reply, echoing the queried node.

@@ -21,8 +21,8 @@ import (
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/goldentest"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // The spec's example manifest (Endpoint Registration, Manifest Model).

@@ -9,8 +9,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/dataform"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/dataform"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // maxNickBytes bounds the search term; names and titles are at most 256

@@ -16,7 +16,7 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/selfregdb"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // SelfAdmin is the directory surface Self Registration needs: the admin

@@ -13,13 +13,13 @@ import (
 
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/e2e"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // admManifest is DefaultManifest for ep at version; description varies the

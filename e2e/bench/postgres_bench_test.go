@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )

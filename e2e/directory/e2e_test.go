@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/e2e"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func TestDiscoveryThroughProsody(t *testing.T) {

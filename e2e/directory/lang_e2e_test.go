@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/testkit/e2e"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestXMLLangFromConfigThroughProsody: with [xmpp] lang = "de-CH" in the

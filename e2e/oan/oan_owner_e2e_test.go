@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/e2e"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // ownerInbox is what the owner's own XMPP client (through Prosody)

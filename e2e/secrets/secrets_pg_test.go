@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 	"github.com/agentgw/agentgw/testkit/xmppharness"

@@ -20,20 +20,22 @@ const module = "github.com/agentgw/agentgw/"
 var tiers = map[string]int{
 	// Leaf helpers and the vocabulary both ends share.
 	"agentproto": 0, "agentproto/ns": 0,
-	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0, "internal/dataform": 0,
+	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0,
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
-	"internal/procsec": 0, "internal/rsm": 0, "internal/schema": 0, "internal/store": 0,
-	"internal/xmltree": 0, "internal/xmpptime": 0, "internal/httpauth": 0, "internal/pgstore": 0,
+	"internal/procsec": 0, "internal/schema": 0, "internal/store": 0,
+	"internal/httpauth": 0, "internal/pgstore": 0,
 	"internal/telemetry": 0,
+	// One package per XEP codec (forms, RSM, time, the XML tree).
+	"xep/xmltree": 0, "xep/dataform": 0, "xep/rsm": 0, "xep/xmpptime": 0,
 	// The XMPP session, the bridges' kit, driver interfaces and policy.
-	"component": 1, "backendkit": 1, "agentclient/xmppclient": 1, "federation": 1,
+	"component": 1, "backendkit": 1, "callers/agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
 	"a2abridge/a2amap": 1,
 	"accbridge/accdb":  1, "accbridge/accsqlite": 2, "accbridge": 4,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the SQLite drivers, the caller SDK.
 	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
-	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "agentclient": 2,
+	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "callers/agentclient": 2,
 	"connectorbridge/wire": 2, "connectorbridge/chatsqlite": 2,
 	// The PostgreSQL drivers beside the SQLite ones.
 	"tasks/taskpg": 2, "directory/dirpg": 2, "federation/grantpg": 2, "connectorbridge/bindingpg": 2,
@@ -43,12 +45,15 @@ var tiers = map[string]int{
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,
 	// Wire adapters and backends.
-	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4, "mcpbridge/front": 4,
+	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4,
 	"connectorbridge": 4,
 	// Ad-hoc commands over the task engine; catalog change notification.
 	"adhoc": 4, "catalogpush": 4,
 	// A2A both ways.
-	"a2abridge": 4, "a2abridge/front": 4,
+	"a2abridge": 4,
+	// The XMPP callers: the MCP front (`agentgw mcp`) and the A2A front
+	// (`agentgw a2a`) on the caller SDK.
+	"callers/mcpfront": 4, "callers/a2afront": 4,
 	"messaging": 4,
 	// The composition root, then the programs.
 	// The OpenAgentNetwork bridge (lane 18).

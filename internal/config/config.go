@@ -238,6 +238,10 @@ type MCP struct {
 	URL         string            `toml:"url"`
 	HeadersEnv  map[string]string `toml:"headers_env"`
 	HeadersFile map[string]string `toml:"headers_file"`
+	// MaxSessions bounds the server sessions that run calls, one at a
+	// time each, so elicitations are attributed with certainty (0: 4;
+	// docs/mcp-bridge.md). Each stdio session is one server process.
+	MaxSessions int `toml:"max_sessions"`
 }
 
 // Connector is an xAgent Connector backend.
@@ -535,6 +539,9 @@ func (c *Config) Validate() error {
 				if u, err := url.Parse(a.MCP.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 					add("%s: [agents.mcp] url must be an http or https URL", where)
 				}
+			}
+			if a.MCP.MaxSessions < 0 || a.MCP.MaxSessions > 64 {
+				add("%s: [agents.mcp] max_sessions must be between 1 and 64", where)
 			}
 		}
 		if a.Connector != nil {

@@ -71,6 +71,7 @@ jid = "x@elsewhere.test"
 manifest = "x.json"
 [agents.mcp]
 url = "ftp://x"
+max_sessions = 65
 `
 	_, err := Load(write(t, bad))
 	if err == nil {
@@ -88,6 +89,7 @@ url = "ftp://x"
 		"jid \"not a jid\" is not a bare JID",
 		"is not below component_domain",
 		"url must be an http or https URL",
+		"[agents.mcp] max_sessions must be between 1 and 64",
 		"set exactly one backend: manifest, [agents.mcp], [agents.connector], [agents.oan], [agents.acc] or [agents.a2a]",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {

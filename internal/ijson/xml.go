@@ -3,7 +3,7 @@ package ijson
 import (
 	"strings"
 
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // XMLSafe reports whether the canonical form of string s is legal XML 1.0

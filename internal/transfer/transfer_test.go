@@ -18,8 +18,8 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 func TestFetchRules(t *testing.T) {

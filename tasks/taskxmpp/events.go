@@ -11,9 +11,9 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/xmltree"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 func xmpptimeParse(s string) (xmpptime.Instant, error) { return xmpptime.Parse(s) }

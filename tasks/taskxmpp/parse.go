@@ -6,8 +6,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // MaxToolNameBytes bounds tool names on the wire; the manifest limits

@@ -9,9 +9,9 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/testkit/fuzzcheck"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // The fuzz inputs are XML documents whose root element is handed to the

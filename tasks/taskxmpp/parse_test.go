@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/agentproto/ns"
-	"github.com/agentgw/agentgw/internal/xmltree"
+	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
 // TestParseInvokeDelegation: agentgw's delegation extension sets the depth

@@ -17,9 +17,9 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/xmltree"
-	"github.com/agentgw/agentgw/internal/xmpptime"
 	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/xep/xmltree"
+	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
 // Engine is what the wire needs from the task engine.

@@ -200,12 +200,22 @@ class Adhoc:
             emit("progress", notes=prog[:3], text=self.result_text(c))
 
     async def elicitation(self):
+        # A running stage's form names the refresh stage; an input stage's
+        # names "input:<request>:<revision>".
+        def is_input_stage(form):
+            if form is None or "agentgw-stage" not in form.get_fields():
+                return False
+            v = form.get_fields()["agentgw-stage"]["value"]
+            if isinstance(v, list):
+                v = v[0] if v else ""
+            return v.startswith("input:")
+
         with check("elicitation"):
             node = "trigger-elicitation-request"
             c = await self.ok(node)
             sid = c["sessionid"]
             c = await self.ok(node, action="complete", sessionid=sid, payload=self.submit(c["form"], {}))
-            c, _ = await self.until(node, sid, lambda c: c["status"] != "executing" or c["form"] is not None and "agentgw-stage" in c["form"].get_fields(), "input form")
+            c, _ = await self.until(node, sid, lambda c: c["status"] != "executing" or is_input_stage(c["form"]), "input form")
             expect(c["status"] == "executing", "status %s, want an input stage", c["status"])
             form = c["form"]
             f = form.get_fields()

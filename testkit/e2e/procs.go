@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/agentclient"
-	"github.com/agentgw/agentgw/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
@@ -38,10 +38,13 @@ func Prepare(t testing.TB, o Options) *Env {
 		e.Server = xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	}
 	e.Domain = e.Server.ComponentDomain
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// A minute for each account, not for all of them: ejabberdctl boots an
+	// Erlang node per call, which takes seconds on a loaded 2-core runner.
 	for _, u := range o.Users {
-		if err := e.Server.Register(ctx, u, Password+u); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := e.Server.Register(ctx, u, Password+u)
+		cancel()
+		if err != nil {
 			t.Fatalf("register %s: %v", u, err)
 		}
 	}

@@ -59,10 +59,14 @@ type Server struct {
 	ComponentAddr   string // host:port of the XEP-0114 listener
 	S2SAddr         string // host:port of the S2S listener, "" without S2S
 	CAFile          string // PEM certificate that clients should trust
-	// UploadDomain is the XEP-0363 service (mod_http_file_share), and
-	// HTTPAddr its plain-HTTP listener; "" unless ProsodyOptions.HTTPUpload.
+	// UploadDomain is the XEP-0363 service (mod_http_file_share), "" unless
+	// ProsodyOptions.HTTPUpload; HTTPAddr is the plain-HTTP listener (of
+	// the upload service or of WebSocket), "" without either.
 	UploadDomain string
 	HTTPAddr     string
+	// WebSocketURL is the RFC 7395 endpoint (mod_websocket), "" unless
+	// ProsodyOptions.WebSocket.
+	WebSocketURL string
 
 	start    func() (*exec.Cmd, error) // starts the process with the same config
 	pidOf    func() int                // the PID to signal, once started

@@ -40,6 +40,11 @@ type ProsodyOptions struct {
 	// "offline": a message to an offline user then bounces with
 	// service-unavailable instead of being stored).
 	DisabledModules []string
+	// WebSocket enables RFC 7395 XMPP over WebSocket (mod_websocket) on a
+	// plain-HTTP port of Interface, for browser clients; the URL is
+	// Server.WebSocketURL. Any page origin may connect. Not together with
+	// HTTPUpload.
+	WebSocket bool
 }
 
 // LaunchProsody writes a private config and starts Prosody, returning once
@@ -115,6 +120,27 @@ func LaunchProsody(ctx context.Context, o ProsodyOptions) (*Server, error) {
 		extraModules += fmt.Sprintf("%q; ", m)
 	}
 	httpAddr, uploadDomain, uploadComponent, httpLines := "", "", "", "http_ports = {}\n"
+	wsURL := ""
+	if o.WebSocket && o.HTTPUpload {
+		return nil, fmt.Errorf("xmppharness: WebSocket and HTTPUpload together are not supported")
+	}
+	if o.WebSocket {
+		port, err := freePort(o.Interface)
+		if err != nil {
+			return nil, err
+		}
+		httpAddr = net.JoinHostPort(o.Interface, strconv.Itoa(port))
+		wsURL = "ws://" + httpAddr + "/xmpp-websocket"
+		extraModules += `"websocket"; `
+		// Requests name the IP address, not the VirtualHost: route them to
+		// it. The page is served from another port, so another origin.
+		httpLines = fmt.Sprintf(`http_ports = { %d }
+http_interfaces = { %q }
+http_default_host = %q
+consider_websocket_secure = true
+cross_domain_websocket = true
+`, port, o.Interface, o.Domain)
+	}
 	if o.HTTPUpload {
 		port, err := freePort(o.Interface)
 		if err != nil {
@@ -225,6 +251,7 @@ VirtualHost %q
 		S2SAddr:         s2sAddr,
 		UploadDomain:    uploadDomain,
 		HTTPAddr:        httpAddr,
+		WebSocketURL:    wsURL,
 		CAFile:          crt,
 		logPath:         logPath,
 		ports:           ports,

@@ -217,7 +217,7 @@ func num(v float64) string {
 
 const (
 	gwt   = "e2e/bench"
-	front = "mcpbridge/front"
+	front = "callers/mcpfront"
 )
 
 func m(pkg, bench, unit string) Metric { return Metric{Pkg: pkg, Bench: bench, Unit: unit} }

@@ -1,0 +1,554 @@
+// Package front implements the MCP front of the XMPP agent gateway: an MCP
+// server that logs into XMPP as one ordinary account and presents every
+// agent tool that account can see as an MCP tool.
+//
+// Authorization stays XMPP's: the account's bare JID is the principal for
+// discovery and invocation, whatever host connects. Discovery pages the
+// directories of the configured gateways (or of the gateways the account's
+// server lists), pins each endpoint's active manifest (hash-checked), and
+// turns each tool into an MCP tool named by [NameStyle]. A tools/call runs
+// as an XMPP task with a fresh request-id; progress, input requests and
+// cancellation are bridged, lost events are recovered through task-state,
+// and the terminal result is passed through. docs/mcp-front.md documents
+// the mapping and its semantic losses.
+package mcpfront
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/agentproto/ns"
+	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/internal/schema"
+)
+
+// Client is the part of the XMPP agent client the front uses;
+// *agentclient.Client implements it.
+type Client interface {
+	JID() jid.JID
+	FindGateways(ctx context.Context, server jid.JID) ([]jid.JID, error)
+	AllItems(ctx context.Context, to jid.JID, node string, pageSize int) ([]agentclient.Item, error)
+	Endpoint(ctx context.Context, ep jid.JID) (*agentclient.EndpointInfo, error)
+	GetManifest(ctx context.Context, ep jid.JID, version string) (*agentclient.Manifest, error)
+	Invoke(ctx context.Context, ep jid.JID, req *agentclient.InvokeRequest) (*agentclient.Accepted, error)
+	Follow(ctx context.Context, ep jid.JID, acc *agentclient.Accepted, opts agentclient.CallOptions) (*agentclient.Outcome, error)
+	State(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskState, error)
+	Result(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskResult, error)
+	Cancel(ctx context.Context, ep jid.JID, taskID string, expectedRevision int64, reason *string) (int64, error)
+	ProvideInput(ctx context.Context, ep jid.JID, taskID, requestID string, expectedRevision int64, input json.RawMessage) (int64, error)
+}
+
+var _ Client = (*agentclient.Client)(nil)
+
+// Options configure a Front. The zero value is usable.
+type Options struct {
+	// Gateways are the directories to list. Empty means the gateways the
+	// account's server advertises in disco#items (re-discovered on every
+	// refresh).
+	Gateways []jid.JID
+	// Refresh is the interval of the rediscovery poll. Zero means 30s; a
+	// negative value disables polling (Refresh can still be called).
+	Refresh time.Duration
+	// DirectoryPageSize is the RSM page size for directory listings
+	// (default 50).
+	DirectoryPageSize int
+	// ListPageSize is the tools/list page size (default: the SDK's, 1000).
+	ListPageSize int
+	// Names selects the tool-name style (default NamesMCP).
+	Names NameStyle
+	// CancelWait bounds the wait for an XMPP task to settle after the
+	// front asked to cancel it (default 15s).
+	CancelWait time.Duration
+	// RecoverAfter is how long a call waits without lifecycle events
+	// before it queries task-state (default: agentclient's, 5s).
+	RecoverAfter time.Duration
+	// Concurrency bounds parallel endpoint queries during a refresh
+	// (default 8).
+	Concurrency int
+	// Implementation is reported to hosts (default name "agentgw").
+	Implementation *mcp.Implementation
+	// Logger receives diagnostics (default slog.Default()). In stdio mode
+	// it must not write to stdout.
+	Logger *slog.Logger
+}
+
+// Front is the MCP server in front of the XMPP agents.
+type Front struct {
+	c    Client
+	opts Options
+	log  *slog.Logger
+	srv  *mcp.Server
+	key  []byte // signs multi round-trip request state
+
+	refreshMu sync.Mutex // one Refresh at a time
+
+	mu        sync.Mutex
+	gateways  []jid.JID                 // last good discovered gateways
+	listed    map[string][]string       // gateway → endpoints of its last good listing
+	endpoints map[string]*endpointState // bare JID → pinned manifest
+	tools     map[string]*binding       // MCP name → binding
+	kick      chan struct{}
+}
+
+// endpointState is one endpoint's pinned active manifest, reduced to the
+// tools the front can present.
+type endpointState struct {
+	jid     jid.JID
+	version string
+	hash    string
+	tools   []*binding // name and mcpTool not yet assigned
+	// delegation: the endpoint accepts agentgw's delegation-depth extension.
+	delegation bool
+}
+
+// binding ties an MCP tool to one XMPP tool at an exact version and
+// manifest hash.
+type binding struct {
+	name    string
+	ep      jid.JID
+	tool    agentclient.ManifestTool
+	version string
+	hash    string
+	// delegation: the endpoint accepts the delegation-depth extension.
+	delegation bool
+	input      *schema.Schema
+	outOK      bool // the output schema can be shown to MCP hosts
+	mcpTool    *mcp.Tool
+	print      string // what hosts see, to detect change
+}
+
+// New makes a Front for an XMPP agent client. Call Refresh (Run does) to
+// discover tools.
+func New(c Client, opts Options) *Front {
+	if opts.Refresh == 0 {
+		opts.Refresh = 30 * time.Second
+	}
+	if opts.DirectoryPageSize <= 0 {
+		opts.DirectoryPageSize = 50
+	}
+	if opts.CancelWait <= 0 {
+		opts.CancelWait = 15 * time.Second
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	impl := opts.Implementation
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "agentgw", Title: "XMPP agents (agentgw)", Version: "0"}
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic("front: no randomness: " + err.Error())
+	}
+	f := &Front{
+		c: c, opts: opts, log: opts.Logger, key: key,
+		listed: map[string][]string{}, endpoints: map[string]*endpointState{},
+		tools: map[string]*binding{}, kick: make(chan struct{}, 1),
+	}
+	f.watchCatalog()
+	f.srv = mcp.NewServer(impl, &mcp.ServerOptions{
+		PageSize: opts.ListPageSize,
+		Logger:   opts.Logger,
+		// Tools are advertised (with list_changed) even while none are
+		// visible yet, so hosts keep listening for changes.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Instructions: "Tools of XMPP agents visible to " + c.JID().Bare().String() +
+			". Each tool's _meta[\"" + MetaTool + "\"] names its XMPP endpoint and pinned version.",
+	})
+	return f
+}
+
+// Server is the MCP server, for transports the front does not run itself.
+func (f *Front) Server() *mcp.Server { return f.srv }
+
+// Run discovers tools, keeps them fresh, and serves one MCP session on t
+// (for example &mcp.StdioTransport{}) until it ends or ctx is done.
+func (f *Front) Run(ctx context.Context, t mcp.Transport) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.initial(ctx)
+	go f.poll(ctx)
+	return f.srv.Run(ctx, t)
+}
+
+// initial runs the first discovery; its failure leaves an empty tool list
+// that the poll fills in later.
+func (f *Front) initial(ctx context.Context) {
+	if _, err := f.Refresh(ctx); err != nil {
+		f.log.Warn("initial discovery failed; serving without tools until a refresh succeeds", "error", err)
+	}
+	f.subscribeCatalogs(ctx)
+}
+
+// poll refreshes on the interval, and early when a call hinted at a stale
+// pin.
+func (f *Front) poll(ctx context.Context) {
+	var tick <-chan time.Time
+	if f.opts.Refresh > 0 {
+		t := time.NewTicker(f.opts.Refresh)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		case <-f.kick:
+		}
+		if _, err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("refreshing the agent tools failed", "error", err)
+		}
+		f.subscribeCatalogs(ctx)
+	}
+}
+
+// soon asks the poll loop for an early refresh.
+func (f *Front) soon() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Tools returns the current MCP tool names, sorted.
+func (f *Front) Tools() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.tools))
+	for n := range f.tools {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Refresh rediscovers gateways, endpoints and active manifests, and updates
+// the MCP tool set. Hosts get notifications/tools/list_changed only when
+// a tool was added or removed, or what hosts see of one changed (which
+// includes its pinned version and manifest hash). A gateway or endpoint
+// that cannot be reached keeps its last known tools; one that answers
+// item-not-found loses them.
+func (f *Front) Refresh(ctx context.Context) (changed bool, err error) {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+
+	gws, err := f.sources(ctx)
+	if err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	prevListed := f.listed
+	prevEPs := f.endpoints
+	f.mu.Unlock()
+
+	listed := map[string][]string{}
+	var order []string
+	seen := map[string]bool{}
+	var listErrs []error
+	for _, gw := range gws {
+		key := gw.String()
+		eps, err := f.list(ctx, gw)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			listErrs = append(listErrs, fmt.Errorf("listing %s: %w", key, err))
+			eps = prevListed[key]
+		}
+		listed[key] = eps
+		for _, ep := range eps {
+			if !seen[ep] {
+				seen[ep] = true
+				order = append(order, ep)
+			}
+		}
+	}
+
+	states := make([]*endpointState, len(order))
+	sem := make(chan struct{}, f.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, ep := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			states[i] = f.loadEndpoint(ctx, ep, prevEPs[ep])
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	eps := map[string]*endpointState{}
+	for i, st := range states {
+		if st != nil {
+			eps[order[i]] = st
+		}
+	}
+	changed = f.apply(eps)
+	f.mu.Lock()
+	f.listed = listed
+	f.endpoints = eps
+	f.mu.Unlock()
+	return changed, errors.Join(listErrs...)
+}
+
+// sources returns the gateways to list.
+func (f *Front) sources(ctx context.Context) ([]jid.JID, error) {
+	if len(f.opts.Gateways) > 0 {
+		return f.opts.Gateways, nil
+	}
+	gws, err := f.c.FindGateways(ctx, f.c.JID().Domain())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		if f.gateways != nil {
+			f.log.Warn("gateway discovery failed; using the last known gateways", "error", err)
+			return f.gateways, nil
+		}
+		return nil, fmt.Errorf("discovering gateways: %w", err)
+	}
+	f.gateways = gws
+	return gws, nil
+}
+
+// list pages a gateway's directory and returns its endpoint bare JIDs.
+func (f *Front) list(ctx context.Context, gw jid.JID) ([]string, error) {
+	items, err := f.c.AllItems(ctx, gw, "", f.opts.DirectoryPageSize)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range items {
+		j, err := jid.Parse(it.JID)
+		if err != nil || j.Localpart() == "" {
+			continue
+		}
+		out = append(out, j.Bare().String())
+	}
+	return out, nil
+}
+
+// loadEndpoint pins an endpoint's active manifest, reusing prev when the
+// advertised version and hash are unchanged. It returns nil for an
+// endpoint that is gone, hidden or cannot run tasks, and prev when the
+// endpoint cannot be reached.
+func (f *Front) loadEndpoint(ctx context.Context, ep string, prev *endpointState) *endpointState {
+	j, err := jid.Parse(ep)
+	if err != nil {
+		return nil
+	}
+	gone := func(err error) *endpointState {
+		if agentclient.Condition(err) == "item-not-found" {
+			return nil
+		}
+		if prev != nil {
+			f.log.Warn("endpoint unreachable; keeping its last known tools", "endpoint", ep, "error", err)
+		}
+		return prev
+	}
+	info, err := f.c.Endpoint(ctx, j)
+	if err != nil {
+		return gone(err)
+	}
+	if !info.Features[ns.Task] {
+		return nil
+	}
+	if prev != nil && info.Version != "" && prev.version == info.Version && prev.hash == info.ManifestHash && prev.delegation == info.Features[ns.Delegation] {
+		return prev
+	}
+	m, err := f.c.GetManifest(ctx, j, "")
+	if err != nil {
+		return gone(err)
+	}
+	if aj, err := jid.Parse(m.Doc.Agent.JID); err != nil || !aj.Bare().Equal(j.Bare()) {
+		f.log.Warn("manifest names another agent; ignoring the endpoint", "endpoint", ep)
+		return nil
+	}
+	st := &endpointState{jid: j.Bare(), version: m.Version, hash: m.Hash, delegation: info.Features[ns.Delegation]}
+	for _, t := range m.Doc.Tools {
+		b, err := newBinding(st, t)
+		if err != nil {
+			f.log.Warn("tool cannot be presented over MCP; skipped", "endpoint", ep, "tool", safeText(t.Name, 128), "reason", err.Error())
+			continue
+		}
+		st.tools = append(st.tools, b)
+	}
+	return st
+}
+
+// newBinding checks that a manifest tool can be an MCP tool.
+func newBinding(st *endpointState, t agentclient.ManifestTool) (*binding, error) {
+	if err := mcpObjectSchema(t.InputSchema); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	in, err := schema.CompileInput(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	b := &binding{ep: st.jid, tool: t, version: st.version, hash: st.hash, delegation: st.delegation, input: in}
+	b.outOK = len(t.OutputSchema) > 0 && mcpObjectSchema(t.OutputSchema) == nil
+	return b, nil
+}
+
+// mcpObjectSchema checks what MCP hosts require of tool schemas (the TS
+// SDK rejects the whole tools/list otherwise): a JSON object with "type":
+// "object", "properties" an object of objects, "required" strings.
+func mcpObjectSchema(raw json.RawMessage) error {
+	var s struct {
+		Type       any             `json:"type"`
+		Properties json.RawMessage `json:"properties"`
+		Required   json.RawMessage `json:"required"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return errors.New("not a JSON object")
+	}
+	if s.Type != "object" {
+		return errors.New(`root is not "type": "object"`)
+	}
+	if len(s.Properties) > 0 {
+		var props map[string]json.RawMessage
+		if err := json.Unmarshal(s.Properties, &props); err != nil {
+			return errors.New("properties is not an object")
+		}
+		for _, p := range props {
+			if !isObjectJSON(p) {
+				return errors.New("a property schema is not an object")
+			}
+		}
+	}
+	if len(s.Required) > 0 {
+		var req []string
+		if err := json.Unmarshal(s.Required, &req); err != nil {
+			return errors.New("required is not a list of strings")
+		}
+	}
+	return nil
+}
+
+// toolMeta is MetaTool of an MCP tool.
+type toolMeta struct {
+	Endpoint     string          `json:"endpoint"`
+	Tool         string          `json:"tool"`
+	Version      string          `json:"version"`
+	ManifestHash string          `json:"manifestHash"`
+	Execution    json.RawMessage `json:"execution,omitempty"`
+	// OutputSchemaOmitted is set when the manifest's output schema has no
+	// object root, which MCP revisions before 2026-07-28 cannot carry.
+	OutputSchemaOmitted bool `json:"outputSchemaOmitted,omitempty"`
+}
+
+// mcpTool builds what hosts see of b.
+func (b *binding) buildTool() {
+	t := &mcp.Tool{
+		Name:        b.name,
+		Title:       b.tool.Title,
+		Description: b.tool.Description,
+		InputSchema: json.RawMessage(b.tool.InputSchema),
+	}
+	if b.outOK {
+		t.OutputSchema = json.RawMessage(b.tool.OutputSchema)
+	}
+	if len(b.tool.Annotations) > 0 {
+		var a mcp.ToolAnnotations
+		if json.Unmarshal(b.tool.Annotations, &a) == nil {
+			t.Annotations = &a
+		}
+	}
+	meta := mcp.Meta{}
+	var orig map[string]json.RawMessage
+	if len(b.tool.Meta) > 0 && json.Unmarshal(b.tool.Meta, &orig) == nil {
+		for k, v := range orig {
+			meta[k] = v
+		}
+	}
+	// execution (MCP Tasks support) is not offered to hosts: the front
+	// does not implement MCP Tasks. The XMPP value is kept here.
+	meta[MetaTool] = toolMeta{
+		Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash,
+		Execution: b.tool.Execution, OutputSchemaOmitted: len(b.tool.OutputSchema) > 0 && !b.outOK,
+	}
+	t.Meta = meta
+	b.mcpTool = t
+	p, _ := json.Marshal(t)
+	b.print = string(p)
+}
+
+// apply names the tools of eps, then adds, replaces and removes MCP tools
+// so the server matches. It reports whether anything changed.
+func (f *Front) apply(eps map[string]*endpointState) bool {
+	var refs []toolRef
+	all := map[toolRef]*binding{}
+	for _, st := range eps {
+		for _, b := range st.tools {
+			r := toolRef{Endpoint: st.jid.String(), Tool: b.tool.Name}
+			refs = append(refs, r)
+			all[r] = b
+		}
+	}
+	names := assignNames(refs, f.opts.Names)
+	next := map[string]*binding{}
+	for r, b := range all {
+		nb := *b
+		nb.name = names[r]
+		nb.buildTool()
+		next[nb.name] = &nb
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var remove []string
+	for name := range f.tools {
+		if _, ok := next[name]; !ok {
+			remove = append(remove, name)
+		}
+	}
+	changed := len(remove) > 0
+	if len(remove) > 0 {
+		sort.Strings(remove)
+		f.srv.RemoveTools(remove...)
+	}
+	for name, nb := range next {
+		if cur, ok := f.tools[name]; ok && cur.print == nb.print && cur.hash == nb.hash {
+			next[name] = cur
+			continue
+		}
+		if !f.addTool(nb) {
+			delete(next, name)
+			if _, had := f.tools[name]; had {
+				f.srv.RemoveTools(name)
+			}
+		}
+		changed = true
+	}
+	f.tools = next
+	return changed
+}
+
+// addTool registers b; the SDK panics on schemas it rejects, which must
+// cost one tool, not the process.
+func (f *Front) addTool(b *binding) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			f.log.Warn("the MCP SDK rejected a tool; skipped", "tool", b.name, "endpoint", b.ep.String())
+			ok = false
+		}
+	}()
+	f.srv.AddTool(b.mcpTool, f.handler(b))
+	return true
+}

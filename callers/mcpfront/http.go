@@ -1,0 +1,81 @@
+package mcpfront
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/internal/httpauth"
+)
+
+// HTTPOptions configure the streamable HTTP front.
+type HTTPOptions struct {
+	// Bearer is the token every request must carry as "Authorization:
+	// Bearer <token>". Required: on loopback too, any local process (another
+	// user's, a browser page doing DNS rebinding) could otherwise act as
+	// the XMPP account.
+	Bearer string
+	// SessionTimeout closes an MCP session idle this long (no request in
+	// flight). Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
+}
+
+// DefaultSessionTimeout is how long an idle HTTP MCP session lives.
+const DefaultSessionTimeout = 30 * time.Minute
+
+// ErrNoBearer is returned by RunHTTP when no bearer token is configured.
+var ErrNoBearer = errors.New("front: the HTTP front needs a bearer token")
+
+// HTTPHandler serves the front over MCP streamable HTTP. Every request must
+// carry the bearer token; others get 401 before the MCP layer sees them.
+// Every session acts as the one XMPP account, so the token is the only
+// thing between a local process and that account's agents. An empty
+// token is a programming error and panics.
+func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
+	if o.Bearer == "" {
+		panic(ErrNoBearer)
+	}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{
+		Logger:         f.log,
+		SessionTimeout: o.SessionTimeout,
+	})
+	return httpauth.Bearer(o.Bearer, "agentgw-mcp", h)
+}
+
+// RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on
+// ln until ctx is done.
+func (f *Front) RunHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
+	if o.Bearer == "" {
+		return ErrNoBearer
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.initial(ctx)
+	go f.poll(ctx)
+	srv := &http.Server{
+		Handler:           f.HTTPHandler(o),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return ctx.Err()
+	}
+}

@@ -19,10 +19,9 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentgw/agentgw/accbridge/accdb"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/accbridge/acctest"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -120,12 +119,12 @@ func newEnv(t testing.TB, tweak func(*Options)) *env {
 	if _, err := Init(f); err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(context.Background(), filepath.Join(dir, "agentgw.db"), accsqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &env{t: t, dir: dir, files: f, store: accsqlite.New(db), log: &syncBuf{},
+	e := &env{t: t, dir: dir, files: f, store: sqlite.NewACC(db), log: &syncBuf{},
 		avail: &availRec{up: map[string]bool{}, status: map[string]string{}}}
 	o := Options{
 		Listen: "127.0.0.1:0", Files: f, Store: e.store, Availability: e.avail,

@@ -14,9 +14,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
@@ -40,7 +39,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "gw.db"), tasksqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "gw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +66,7 @@ func newEnv(t *testing.T) *env {
 	backend.Script("slow", taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(40), Stage: "fetch", Message: "2 of 5"}},
 		taskstest.Step{AwaitCancel: true}, taskstest.Step{Cancelled: &reason})
 	progress := NewProgressCache(0)
-	eng, err := tasks.New(tasks.Config{Driver: tasksqlite.New(db), Directory: dir, Policy: pol,
+	eng, err := tasks.New(tasks.Config{Driver: sqlite.NewTasks(db), Directory: dir, Policy: pol,
 		Backends: func(ep string) (tasks.Backend, bool) { return backend, ep == weather }, Notifier: progress})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
@@ -59,12 +58,12 @@ func manifest(local, version string) []byte {
 func setup(t *testing.T) (*directory.Registry, *Service, *sender, *presence, *component.Router) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"), dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // carries small notifications between them, and named Leases that let one
 // instance at a time hold a resource (a bridge's single connection per
 // account or connector). Local implements both for a single instance (the
-// SQLite default: in-process, always held); cluster/clusterpg implements
+// SQLite default: in-process, always held); store/pg implements
 // them over PostgreSQL (LISTEN/NOTIFY and a lease table).
 package cluster
 

@@ -16,5 +16,5 @@
 // The wire types and their validation live in connectorbridge/wire, the
 // HTTP control plane and the WebSocket data plane in
 // connectorbridge/transport, the binding store in
-// connectorbridge/bindingdb and bindingsqlite.
+// connectorbridge/bindingdb and store/sqlite.
 package connectorbridge

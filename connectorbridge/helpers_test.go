@@ -19,9 +19,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -356,8 +355,8 @@ type env struct {
 	srv       *connectortest.Server
 	apiKey    string
 	formToken string
-	db        *store.DB
-	bindings  *bindingsqlite.Store
+	db        *sqlite.DB
+	bindings  *sqlite.Bindings
 	logs      *syncBuffer
 	srvLogs   *syncBuffer
 	pub       *fakePublisher
@@ -396,12 +395,12 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	}
 	e.srv = srv
 	t.Cleanup(srv.Close)
-	db, err := store.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"), bindingsqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.db = db
-	e.bindings = bindingsqlite.New(db)
+	e.bindings = sqlite.NewBindings(db)
 	t.Cleanup(func() { db.Close() })
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 func TestReferenceCardIsValidAndMatchesTestdata(t *testing.T) {
@@ -134,7 +133,7 @@ func TestRedactor(t *testing.T) {
 }
 
 func TestBindingSchemaInvariants(t *testing.T) {
-	db, err := store.Open(context.Background(), t.TempDir()+"/s.db", bindingsqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/s.db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestBindingSchemaInvariants(t *testing.T) {
 	if _, err := db.Write.Exec(`INSERT INTO connector_bindings (endpoint, connector_card_id, auth_state) VALUES ('a@b.c', 'im.x', 'maybe')`); err == nil {
 		t.Error("an unknown auth_state was accepted")
 	}
-	st := &bindingStore{d: bindingsqlite.New(db), endpoint: "a@b.c"}
+	st := &bindingStore{d: sqlite.NewBindings(db), endpoint: "a@b.c"}
 	ctx := context.Background()
 	g1, err := st.setChannel(ctx, "im.x", "cch_1", true)
 	if err != nil || g1 != 1 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentgw/agentgw/directory/dirdb"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 // residentOnly hides the driver's point read, so the Registry keeps every
@@ -116,7 +116,7 @@ func TestStoredMismatchLeftOut(t *testing.T) {
 			ins("badhash@agents.example", "1", strings.Repeat("A", 43)+"=", good.Canonical)
 			ins("wrongkey@agents.example", "1", other.Hash, other.Canonical) // another endpoint's bytes
 			ins(other.Endpoint, "9", other.Hash, other.Canonical)            // its bytes say version 1
-			var d dirdb.Driver = dirsqlite.New(db)
+			var d dirdb.Driver = sqlite.NewDirectory(db)
 			if mode == "resident" {
 				d = residentOnly{d}
 			}

@@ -15,7 +15,7 @@ import (
 )
 
 // Registry is the directory: the Admin operations write through to a
-// dirdb.Driver (directory/dirsqlite in production), and the Reader
+// dirdb.Driver (store/sqlite in production), and the Reader
 // operations answer from an immutable in-memory snapshot that is swapped
 // atomically after every committed change, so readers never lock or touch
 // the database.

@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
-func openDB(t testing.TB) *store.DB {
+func openDB(t testing.TB) *sqlite.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "agentgw.db"), dirsqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,16 +24,16 @@ func openDB(t testing.TB) *store.DB {
 	return db
 }
 
-func newRegistry(t testing.TB, db *store.DB) *Registry {
+func newRegistry(t testing.TB, db *sqlite.DB) *Registry {
 	t.Helper()
-	r, err := NewRegistry(context.Background(), dirsqlite.New(db), nil)
+	r, err := NewRegistry(context.Background(), sqlite.NewDirectory(db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func generation(t testing.TB, db *store.DB) int64 {
+func generation(t testing.TB, db *sqlite.DB) int64 {
 	t.Helper()
 	var g int64
 	if err := db.Read.QueryRow(`SELECT generation FROM change_generation WHERE id = 1`).Scan(&g); err != nil {
@@ -43,7 +42,7 @@ func generation(t testing.TB, db *store.DB) int64 {
 	return g
 }
 
-func countRows(t testing.TB, db *store.DB, table string) int {
+func countRows(t testing.TB, db *sqlite.DB, table string) int {
 	t.Helper()
 	var n int
 	if err := db.Read.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
@@ -334,12 +333,12 @@ func TestWatchSeesOtherProcess(t *testing.T) {
 	path := filepath.Join(dir, "agentgw.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db1, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db1, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db1.Close()
-	db2, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db2, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 // seedEndpoints stores n active endpoints with tools tools each in one
 // transaction, bypassing Register (one fsync per registration would make the
 // setup slow, not the code under test).
-func seedEndpoints(tb testing.TB, db *store.DB, n, tools int) {
+func seedEndpoints(tb testing.TB, db *sqlite.DB, n, tools int) {
 	tb.Helper()
 	tx, err := db.Write.Begin()
 	if err != nil {

@@ -28,12 +28,10 @@ import (
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/directory/dirxmpp"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
@@ -89,7 +87,7 @@ type Host struct {
 	account jid.JID // bare
 	gateway jid.JID
 
-	db       *store.DB
+	db       *sqlite.DB
 	Registry *directory.Registry
 	Policy   *federation.Policy
 	Engine   *tasks.Engine
@@ -132,7 +130,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	if o.StorePath == "" {
 		return nil, errors.New("host: no store path")
 	}
-	h.db, err = store.Open(ctx, o.StorePath, dirsqlite.Migrations, tasksqlite.Migrations)
+	h.db, err = sqlite.Open(ctx, o.StorePath)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +143,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	if err := h.db.CheckWritable(ctx); err != nil {
 		return nil, err
 	}
-	h.Registry, err = directory.NewRegistry(ctx, dirsqlite.New(h.db), o.Log)
+	h.Registry, err = directory.NewRegistry(ctx, sqlite.NewDirectory(h.db), o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +171,7 @@ func New(ctx context.Context, o Options) (*Host, error) {
 	h.router = component.NewRouter(acct.Domain(), h.resolver(), o.Log)
 	notifier := &taskxmpp.Notifier{Sender: h.sender, Log: o.Log}
 	tc := o.Tasks
-	tc.Driver, tc.Directory, tc.Policy, tc.Notifier, tc.Log = tasksqlite.New(h.db), h.Registry, h.Policy, notifier, o.Log
+	tc.Driver, tc.Directory, tc.Policy, tc.Notifier, tc.Log = sqlite.NewTasks(h.db), h.Registry, h.Policy, notifier, o.Log
 	tc.Backends = func(ep string) (tasks.Backend, bool) { return h.backend, ep == acct.String() }
 	if tc.IsLocal == nil {
 		tc.IsLocal = h.Policy.IsLocal

@@ -34,8 +34,8 @@ func ScopeString(s Scope) string {
 }
 
 // GrantStore is the driver interface of the grants, one method per query:
-// federation/grantsqlite implements it, a PostgreSQL driver can later, and
-// federation/grantstoretest is the conformance suite both pass.
+// store/sqlite implements it, a PostgreSQL driver can later, and
+// store/storetest is the conformance suite both pass.
 type GrantStore interface {
 	// Grant merges g's scope into any existing grant for the same
 	// principal and endpoint. A scope outside visibility|invocation, or

@@ -9,9 +9,9 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/cluster"
-	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/internal/metrics"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -29,7 +29,7 @@ var ErrLeaseLost = errors.New("gateway: this instance's cluster lease expired; s
 
 type clusterParts struct {
 	instance string
-	bus      *clusterpg.Store
+	bus      *pg.Cluster
 	ttl      time.Duration
 	lost     atomic.Bool
 	mu       sync.Mutex
@@ -43,7 +43,7 @@ func (g *Gateway) setupCluster(ctx context.Context) error {
 	if g.Store == nil || g.Store.Postgres == nil {
 		return nil
 	}
-	bus, err := clusterpg.Open(ctx, g.Store.Postgres.Pool, g.log)
+	bus, err := g.Store.OpenCluster(ctx, g.log)
 	if err != nil {
 		return err
 	}

@@ -27,8 +27,8 @@ import (
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/metrics"
-	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/messaging"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
 )
@@ -52,7 +52,7 @@ type Gateway struct {
 	opts Options
 
 	// DB is the SQLite store; nil with driver postgres. Store covers both.
-	DB        *store.DB
+	DB        *sqlite.DB
 	Store     *Store
 	Registry  *directory.Registry
 	Policy    *federation.Policy

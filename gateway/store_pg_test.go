@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
@@ -23,8 +24,8 @@ func pgConfig(t *testing.T, dsn string) *config.Config {
 // fresh PostgreSQL database all open it, the whole schema is applied
 // exactly once, and a write through one is read through another.
 func TestOpenStoresPostgresConcurrentStart(t *testing.T) {
-	pg := pgharness.Start(t)
-	cfg := pgConfig(t, pg.NewDatabase(t))
+	srv := pgharness.Start(t)
+	cfg := pgConfig(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	const n = 4
 	stores := make([]*Store, n)
@@ -54,14 +55,10 @@ func TestOpenStoresPostgresConcurrentStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every file of every set, once each (the base set first).
-	want := []string{"migrations/0000_base.sql"}
-	for _, set := range pgMigrations {
-		names, err := fs.Glob(set.FS, "migrations/*.sql")
-		if err != nil || len(names) == 0 {
-			t.Fatalf("set %s: %v %v", set.Owner, names, err)
-		}
-		want = append(want, names...)
+	// Every file of the migrations folder, once each.
+	want, err := fs.Glob(pg.Migrations.FS, "migrations/*.sql")
+	if err != nil || len(want) == 0 || want[0] != "migrations/0000_base.sql" {
+		t.Fatalf("migrations: %v %v", want, err)
 	}
 	slices.Sort(want)
 	if !slices.Equal(applied, want) {
@@ -84,11 +81,11 @@ func TestOpenStoresPostgresConcurrentStart(t *testing.T) {
 // A refused connection names the database, never the password, and the
 // sqlite default is unchanged.
 func TestOpenStoresSelection(t *testing.T) {
-	pg := pgharness.Start(t)
+	srv := pgharness.Start(t)
 	const pw = "store-selection-Pa55"
-	dsn := strings.Replace(pg.URL("no_such_db"), pgharness.User+"@", pgharness.User+":"+pw+"@", 1)
+	dsn := strings.Replace(srv.URL("no_such_db"), pgharness.User+"@", pgharness.User+":"+pw+"@", 1)
 	_, err := OpenStores(context.Background(), pgConfig(t, dsn))
-	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), pg.Addr+"/no_such_db") {
+	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), srv.Addr+"/no_such_db") {
 		t.Fatalf("open: %v", err)
 	}
 	if got := DSNSecrets(pgConfig(t, dsn)); len(got) != 2 || got[0] != dsn || got[1] != pw {

@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/federation/grantsqlite"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks/taskdb"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 )
 
 // legacyNames are the migrations a database made before the sets moved
@@ -42,7 +39,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := OpenStore(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatalf("the old database does not open: %v", err)
 	}
@@ -53,19 +50,10 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	if err := db.IntegrityCheck(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	rows, err := db.Read.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY name`)
+	names, err := db.Applied(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
 	// Every legacy migration once, then only migrations newer than them
 	// (added since, e.g. 0021_selfreg.sql), each applied once.
 	if len(names) < len(legacyNames) || !slices.Equal(names[:len(legacyNames)], legacyNames) {
@@ -79,7 +67,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 
 	// Directory: the registered, active manifest loads; a new version
 	// registers and activates.
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +86,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 	}
 
 	// Grants: the stored grant is listed; a new one is stored.
-	grants := grantsqlite.New(db)
+	grants := sqlite.NewGrants(db)
 	gs, err := grants.List(ctx)
 	if err != nil || len(gs) != 1 || gs[0].Principal != "remote.example" || gs[0].Endpoint != weather ||
 		gs[0].Scope != federation.ScopeVisibility|federation.ScopeInvocation {
@@ -110,7 +98,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 
 	// Connector bindings: the authenticated binding reads back; a new
 	// channel moves its generation.
-	bindings := bindingsqlite.New(db)
+	bindings := sqlite.NewBindings(db)
 	b, err := bindings.Binding(ctx, "im@agents.example.test", "im.example")
 	if err != nil || b.ConnectorID != "conn_1" || b.ChannelID != "cch_1" || !b.Authenticated || b.Generation != 1 {
 		t.Fatalf("binding = %+v, %v", b, err)
@@ -121,7 +109,7 @@ func TestLegacyDatabaseOpensAndWorks(t *testing.T) {
 
 	// Tasks: the running task with its delegation depth and event reads
 	// back, settles, and pins its version.
-	tdb := tasksqlite.New(db)
+	tdb := sqlite.NewTasks(db)
 	task, err := tdb.Task(ctx, "task-legacyfixture0000000001")
 	if err != nil || task == nil || task.State != agentproto.StateRunning || task.Revision != 1 || task.DelegationDepth != 1 || task.APIVersion != "1.4.0" {
 		t.Fatalf("task = %+v, %v", task, err)

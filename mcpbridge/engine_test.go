@@ -13,9 +13,8 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -45,7 +44,7 @@ func TestEngineWithEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"), tasksqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestEngineWithEverything(t *testing.T) {
 
 	rec := taskstest.NewRecorder()
 	eng, err := tasks.New(tasks.Config{
-		Driver:    tasksqlite.New(db),
+		Driver:    sqlite.NewTasks(db),
 		Directory: dir,
 		Policy:    taskstest.NewPolicy([2]string{alice, testJID}),
 		Backends: func(endpoint string) (tasks.Backend, bool) {

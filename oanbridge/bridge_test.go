@@ -15,11 +15,11 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/internal/store/storetest"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
 	"github.com/agentgw/agentgw/oanbridge/oantest"
+	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/store/storetest"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -229,8 +229,8 @@ func TestBridgeAgainstReferenceServer(t *testing.T) {
 	if err := oanbridge.WriteKey(keyFile, key, false); !errors.Is(err, oanbridge.ErrKeyExists) {
 		t.Fatalf("overwrite without force: %v", err)
 	}
-	db, _ := storetest.OpenTwo(t, oansqlite.Migrations)
-	st := oansqlite.New(db)
+	db, _ := storetest.OpenTwo(t)
+	st := sqlite.NewOAN(db)
 	f := newFixture(t, srv, st, keyFile, nil)
 	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
 

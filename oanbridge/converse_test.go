@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/internal/store/storetest"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
+	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/store/storetest"
 	"github.com/agentgw/agentgw/testkit"
 )
 
@@ -23,8 +23,8 @@ func TestConverse(t *testing.T) {
 	srv := startServer(t)
 	keyFile := filepath.Join(t.TempDir(), "oan.key")
 	pair(t, srv, keyFile, false)
-	db, _ := storetest.OpenTwo(t, oansqlite.Migrations)
-	st := oansqlite.New(db)
+	db, _ := storetest.OpenTwo(t)
+	st := sqlite.NewOAN(db)
 	f := newFixture(t, srv, st, keyFile, nil)
 	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
 	if !f.b.CanConverse(endpoint) || f.b.CanConverse("other@agents.example.test") {

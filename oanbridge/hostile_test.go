@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/store/storetest"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
+	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/store/storetest"
 	"github.com/agentgw/agentgw/testkit"
 )
 
@@ -44,8 +44,8 @@ func TestKeysAndPages(t *testing.T) {
 	}
 
 	pair(t, srv, keyFile, false)
-	db, _ := storetest.OpenTwo(t, oansqlite.Migrations)
-	st := oansqlite.New(db)
+	db, _ := storetest.OpenTwo(t)
+	st := sqlite.NewOAN(db)
 	f := newFixture(t, srv, st, keyFile, func(o *oanbridge.Options) { o.MaxPages = 3; o.PageLimit = 5 })
 	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
 	srv.Mode(map[string]any{"endlessPages": true})

@@ -11,39 +11,37 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgstore"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskdb"
-	"github.com/agentgw/agentgw/tasks/taskpg"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
 // BenchmarkAdmitPostgresVsSQLite measures durable admissions with each
 // store driver in the same run: b.N admissions through the engine on
-// tasksqlite (synchronous=FULL on disk) and b.N on taskpg against a
+// store/sqlite (synchronous=FULL on disk) and b.N on store/pg against a
 // private PostgreSQL with fsync on (the harness's durable mode), from
 // 64 × GOMAXPROCS concurrent callers each, tasks held accepted as in
 // BenchmarkAdmit. It reports both rates, the ratio postgres/sqlite and
 // each driver's operations per group commit.
 func BenchmarkAdmitPostgresVsSQLite(b *testing.B) {
-	pg := pgharness.Start(b, pgharness.Options{Durable: true})
-	dsn := pg.NewDatabase(b)
-	sq, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), tasksqlite.Migrations)
+	srv := pgharness.Start(b, pgharness.Options{Durable: true})
+	dsn := srv.NewDatabase(b)
+	sq, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer sq.Close()
-	pdb, err := pgstore.Open(context.Background(), dsn, taskpg.Migrations)
+	pdb, err := pg.Open(context.Background(), dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer pdb.Close()
 	b.ResetTimer()
-	sqRate, sqOps := admitRate(b, tasksqlite.New(sq), b.N)
-	pgRate, pgOps := admitRate(b, taskpg.New(pdb), b.N)
+	sqRate, sqOps := admitRate(b, sqlite.NewTasks(sq), b.N)
+	pgRate, pgOps := admitRate(b, pg.NewTasks(pdb), b.N)
 	b.StopTimer()
 	b.ReportMetric(sqRate, "sqlite-admissions/s")
 	b.ReportMetric(pgRate, "postgres-admissions/s")

@@ -11,9 +11,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -46,7 +45,7 @@ func (n *doneNotifier) Notify(ev tasks.Event) {
 // "commits/call" and the p50 show what the number of commits per call
 // costs, without XMPP or a backend process.
 func BenchmarkAdmitEchoSerial(b *testing.B) {
-	db, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), tasksqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func BenchmarkAdmitEchoSerial(b *testing.B) {
 	x := taskstest.New(tasks.Features{})
 	not := &doneNotifier{wait: map[string]chan struct{}{}}
 	eng, err := tasks.New(tasks.Config{
-		Driver: tasksqlite.New(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
+		Driver: sqlite.NewTasks(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
 		Backends: func(string) (tasks.Backend, bool) { return x, true },
 		Notifier: not, Clock: clock.Real{},
 	})

@@ -12,9 +12,8 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -54,7 +53,7 @@ func benchAdmit(b *testing.B, mode benchMode) {
 			defer os.RemoveAll(d)
 		}
 	}
-	db, err := store.Open(context.Background(), filepath.Join(dirPath, "bench.db"), tasksqlite.Migrations)
+	db, err := sqlite.Open(context.Background(), filepath.Join(dirPath, "bench.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func benchAdmit(b *testing.B, mode benchMode) {
 		StructuredContent: json.RawMessage(`{"summary":"Light rain, 18 C"}`),
 	}})
 	eng, err := tasks.New(tasks.Config{
-		Driver: tasksqlite.New(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
+		Driver: sqlite.NewTasks(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
 		Backends:  func(string) (tasks.Backend, bool) { return exec, true },
 		Clock:     clock.Real{},
 		MaxActive: 1 << 30,

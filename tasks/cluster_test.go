@@ -12,11 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
@@ -85,8 +83,8 @@ type member struct {
 	name string
 	eng  *tasks.Engine
 	rec  *taskstest.Recorder
-	db   *pgstore.DB
-	bus  *clusterpg.Store
+	db   *pg.DB
+	bus  *pg.Cluster
 	pool *pgxpool.Pool
 }
 
@@ -123,17 +121,17 @@ func (c *testCluster) startWith(name string, limit int, hold bool, ownerOf func(
 func (c *testCluster) startFull(name string, limit int, hold bool, ownerOf func(string) string, lost func()) *member {
 	t := c.t
 	ctx := context.Background()
-	db, err := pgstore.Open(ctx, c.dsn, taskpg.Migrations)
+	db, err := pg.Open(ctx, c.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bus, err := clusterpg.Open(ctx, db.Pool, nil)
+	bus, err := pg.OpenCluster(ctx, db.Pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &member{name: name, rec: taskstest.NewRecorder(), db: db, bus: bus}
 	cfg := tasks.Config{
-		Driver: taskpg.New(db), Directory: c.dir,
+		Driver: pg.NewTasks(db), Directory: c.dir,
 		Policy:   taskstest.NewPolicy([2]string{alice, weather}),
 		Backends: func(string) (tasks.Backend, bool) { return c.be.on(name), true },
 		Notifier: m.rec, MaxRunningPerBackend: limit,
@@ -439,7 +437,7 @@ func TestClusterFencing(t *testing.T) {
 	}
 	<-waitExec(c.be, []string{acc.TaskID})
 	// The lease runs out under a's feet.
-	if err := taskpg.New(b.db).Leave(context.Background(), "gw-a"); err != nil {
+	if err := pg.NewTasks(b.db).Leave(context.Background(), "gw-a"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -53,7 +53,7 @@ type Event struct {
 // Config configures an Engine. Zero durations and limits take the defaults
 // documented on each field.
 type Config struct {
-	// Driver stores the tasks (tasks/tasksqlite over a migrated store);
+	// Driver stores the tasks (store/sqlite over a migrated store);
 	// the composition root chooses it.
 	Driver    taskdb.Driver
 	Directory directory.Reader

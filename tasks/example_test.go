@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -23,7 +22,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "gateway.db"), tasksqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "gateway.db"))
 	if err != nil {
 		panic(err)
 	}
@@ -36,7 +35,7 @@ func Example() {
 	backend := taskstest.New(tasks.Features{}) // unscripted tools echo their arguments
 	events := taskstest.NewRecorder()
 	eng, err := tasks.New(tasks.Config{
-		Driver:    tasksqlite.New(db),
+		Driver:    sqlite.NewTasks(db),
 		Directory: directory,
 		Policy:    taskstest.NewPolicy([2]string{planner, weather}),
 		Backends: func(endpoint string) (tasks.Backend, bool) {

@@ -13,11 +13,10 @@ import (
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskdb"
-	"github.com/agentgw/agentgw/tasks/taskpg"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -139,16 +138,16 @@ func (h *harness) open() {
 	h.t.Helper()
 	cfg := h.cfg
 	if pgMode() {
-		// AGENTGW_TASKS_DRIVER=postgres: the same tests on taskpg, one
+		// AGENTGW_TASKS_DRIVER=postgres: the same tests on store/pg, one
 		// database per harness path (a restart reopens it).
 		db := openPG(h.t, h.path)
-		h.db, cfg.Driver = pgHarnessDB{db}, taskpg.New(db)
+		h.db, cfg.Driver = pgHarnessDB{db}, pg.NewTasks(db)
 	} else {
-		db, err := store.Open(context.Background(), h.path, tasksqlite.Migrations)
+		db, err := sqlite.Open(context.Background(), h.path)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		h.db, cfg.Driver = db, tasksqlite.New(db)
+		h.db, cfg.Driver = db, sqlite.NewTasks(db)
 	}
 	if h.wrap != nil {
 		cfg.Driver = h.wrap(cfg.Driver)

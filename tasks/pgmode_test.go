@@ -14,12 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/agentgw/agentgw/internal/pgstore"
-	"github.com/agentgw/agentgw/tasks/taskpg"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
 
-// harnessDB is the harness's store handle: *store.DB, or pgHarnessDB in
+// harnessDB is the harness's store handle: *sqlite.DB, or pgHarnessDB in
 // PostgreSQL mode.
 type harnessDB interface {
 	Close() error
@@ -53,7 +52,7 @@ func TestMain(m *testing.M) {
 // openPG opens the database standing for the harness's file path, named
 // after it, creating it on first use (a restart, or the parent of a
 // crashed child, reopens the same one).
-func openPG(t testing.TB, path string) *pgstore.DB {
+func openPG(t testing.TB, path string) *pg.DB {
 	t.Helper()
 	ctx := context.Background()
 	admin := os.Getenv(pgAdminEnv)
@@ -74,15 +73,15 @@ func openPG(t testing.TB, path string) *pgstore.DB {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name
-	db, err := pgstore.Open(ctx, u.String(), taskpg.Migrations)
+	db, err := pg.Open(ctx, u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
 
-// pgHarnessDB adapts *pgstore.DB to the harness: there is no file to
+// pgHarnessDB adapts *pg.DB to the harness: there is no file to
 // check, so the integrity check is a round trip that must succeed.
-type pgHarnessDB struct{ *pgstore.DB }
+type pgHarnessDB struct{ *pg.DB }
 
 func (d pgHarnessDB) IntegrityCheck(ctx context.Context) error { return d.Ping(ctx) }

@@ -7,9 +7,8 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/taskpg"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 )
@@ -19,14 +18,14 @@ import (
 // every admission answers with one and the same task and one row is
 // stored.
 func TestReplayAcrossEnginesOnPostgres(t *testing.T) {
-	pg := pgharness.Start(t)
-	dsn := pg.NewDatabase(t)
+	srv := pgharness.Start(t)
+	dsn := srv.NewDatabase(t)
 	ctx := context.Background()
 	m := weatherManifest(version)
 	var engines []*tasks.Engine
-	var first *pgstore.DB
+	var first *pg.DB
 	for range 2 {
-		db, err := pgstore.Open(ctx, dsn, taskpg.Migrations)
+		db, err := pg.Open(ctx, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +37,7 @@ func TestReplayAcrossEnginesOnPostgres(t *testing.T) {
 		dir.Add(m, true)
 		exec := taskstest.New(tasks.Features{})
 		eng, err := tasks.New(tasks.Config{
-			Driver: taskpg.New(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
+			Driver: pg.NewTasks(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
 			Backends: func(string) (tasks.Backend, bool) { return exec, true },
 			Clock:    clock.Real{}, MaxActive: 1 << 20,
 		})

@@ -12,9 +12,8 @@ import (
 
 	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
-	"github.com/agentgw/agentgw/tasks/tasksqlite"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 )
 
@@ -48,7 +47,7 @@ func BenchmarkProgressWave(b *testing.B) {
 		interval = 200 * time.Millisecond
 	)
 	for range b.N {
-		db, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "wave.db"), tasksqlite.Migrations)
+		db, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "wave.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func BenchmarkProgressWave(b *testing.B) {
 		dir.Add(m, true)
 		notif := &waveNotifier{at: map[revKey]time.Time{}}
 		eng, err := tasks.New(tasks.Config{
-			Driver: tasksqlite.New(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
+			Driver: sqlite.NewTasks(db), Directory: dir, Policy: taskstest.NewPolicy([2]string{alice, weather}),
 			Backends: func(string) (tasks.Backend, bool) { return x, true },
 			Clock:    clock.Real{}, Notifier: notif,
 			MaxActive: 1 << 30, MaxActivePerPrincipal: 1 << 30, MaxActivePerDomain: 1 << 30,

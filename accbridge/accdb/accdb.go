@@ -2,8 +2,8 @@
 // bridge: the enrolled connectors (who may dial in, bound to one client
 // certificate) and the durable run ↔ task mapping that makes sure a task
 // never creates two runs and that runs cut off by a gateway restart are
-// cancelled when their connector returns. accbridge/accsqlite and accbridge/accpg
-// implement it; accbridge/accdbtest is the conformance suite every driver passes.
+// cancelled when their connector returns. store/sqlite and store/pg
+// implement it; store/storetest is the conformance suite every driver passes.
 // No token, key or approval secret is stored: a connector is known by its
 // certificate's SHA-256 fingerprint only.
 package accdb

@@ -1,5 +1,5 @@
 // Package clustertest is the conformance suite of cluster.Bus and
-// cluster.Leases: cluster.Local and cluster/clusterpg run Exercise.
+// cluster.Leases: cluster.Local and store/pg run Exercise.
 package clustertest
 
 import (

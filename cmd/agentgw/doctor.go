@@ -20,19 +20,16 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/accbridge/accdb"
-	"github.com/agentgw/agentgw/accbridge/accsqlite"
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
-	"github.com/agentgw/agentgw/connectorbridge/bindingsqlite"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
-	"github.com/agentgw/agentgw/internal/store"
 	"github.com/agentgw/agentgw/mcpbridge"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/xep/xmltree"
@@ -96,19 +93,21 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	d.checkXMPP(ctx, cfg, secret, secretErr == nil)
-	var db *store.DB
+	// The store opens through gateway.OpenStores, as serve opens it.
+	var st *gateway.Store
 	if cfg.Store.Driver == config.DriverPostgres {
-		if st := d.checkPostgres(ctx, cfg); st != nil {
-			defer st.Close()
-			d.bindings, d.accs = st.Bindings, st.ACC
+		if st = d.checkPostgres(ctx, cfg); st != nil {
 			d.checkCluster(ctx, cfg, st)
 		}
-	} else if db = d.checkStore(ctx, cfg); db != nil {
-		defer db.Close()
-		d.accs = accsqlite.New(db)
+	} else {
+		st = d.checkStore(ctx, cfg)
+	}
+	if st != nil {
+		defer st.Close()
+		d.bindings, d.accs = st.Bindings, st.ACC
 	}
 	for _, a := range cfg.Agents {
-		d.checkAgent(ctx, cfg, a, db)
+		d.checkAgent(ctx, cfg, a)
 	}
 	return d.result()
 }
@@ -121,8 +120,8 @@ type doctor struct {
 	cfgPath             string
 	timeout, mcpTimeout time.Duration
 	checks, failed      int
-	// bindings is the connector binding driver of a PostgreSQL store
-	// (with SQLite the checks wrap the opened *store.DB).
+	// bindings is the connector binding driver of the store; nil when the
+	// store did not open (or does not exist yet).
 	bindings bindingdb.Driver
 	// accs is the ACC store of either driver; nil when the store did not
 	// open (or does not exist yet).
@@ -352,7 +351,7 @@ func (c *capture) WithGroup(name string) slog.Handler {
 
 // checkStore opens the store and runs quick_check. A store that does not
 // exist yet is fine when its directory is writable; it is not created.
-func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *store.DB {
+func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *gateway.Store {
 	path := cfg.Path(cfg.Store.Path)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		dir := filepath.Dir(path)
@@ -372,18 +371,18 @@ func (d *doctor) checkStore(ctx context.Context, cfg *config.Config) *store.DB {
 	}
 	octx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	db, err := gateway.OpenStore(octx, path)
+	st, err := gateway.OpenStores(octx, cfg)
 	if err != nil {
 		d.fail("store", "cannot open %s: %s — check the path, its permissions, and that the file is an agentgw SQLite database", path, strings.TrimPrefix(err.Error(), "store: "))
 		return nil
 	}
-	if err := db.QuickCheck(octx); err != nil {
-		db.Close()
+	if err := st.SQLite.QuickCheck(octx); err != nil {
+		st.Close()
 		d.fail("store", "%s failed its integrity check: %s — stop the gateway and restore the latest backup (docs/operations.md)", path, strings.TrimPrefix(err.Error(), "store: "))
 		return nil
 	}
 	d.ok("store", "%s opens and passes quick_check", path)
-	return db
+	return st
 }
 
 // checkPostgres reads the DSN, connects, applies pending migrations (as
@@ -418,7 +417,7 @@ func (d *doctor) checkPostgres(ctx context.Context, cfg *config.Config) *gateway
 }
 
 // checkAgent checks one [[agents]] entry's backend.
-func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB) {
+func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Agent) {
 	what := "agent " + a.JID
 	switch {
 	case a.Manifest != "":
@@ -426,7 +425,7 @@ func (d *doctor) checkAgent(ctx context.Context, cfg *config.Config, a config.Ag
 	case a.MCP != nil:
 		d.checkMCP(ctx, cfg, a, what)
 	case a.Connector != nil:
-		d.checkConnector(ctx, cfg, a, db, what)
+		d.checkConnector(ctx, cfg, a, what)
 	case a.OAN != nil:
 		d.checkOAN(ctx, cfg, a, what)
 	case a.ACC != nil:
@@ -541,7 +540,7 @@ func commandProblem(cfg *config.Config, name string) string {
 	return ""
 }
 
-func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a config.Agent, db *store.DB, what string) {
+func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a config.Agent, what string) {
 	o, err := gateway.ConnectorOptions(cfg, a)
 	if err != nil {
 		d.fail(what, "%s — set it to the connector's system API key", strings.TrimPrefix(err.Error(), "agent "+a.JID+": "))
@@ -558,9 +557,7 @@ func (d *doctor) checkConnector(ctx context.Context, cfg *config.Config, a confi
 		return
 	}
 	o.Logger = d.log
-	if db != nil {
-		o.Bindings = bindingsqlite.New(db)
-	} else if d.bindings != nil {
+	if d.bindings != nil {
 		o.Bindings = d.bindings
 	}
 	o.RequestTimeout = d.timeout

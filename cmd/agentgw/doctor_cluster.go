@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/tasks/taskdb"
@@ -53,7 +52,7 @@ func (d *doctor) checkCluster(ctx context.Context, cfg *config.Config, st *gatew
 			d.ok(what, "not running (lease expired %s ago), nothing unsettled", time.Since(in.Expires).Round(time.Second))
 		}
 	}
-	bus, err := clusterpg.Open(octx, st.Postgres.Pool, d.log)
+	bus, err := st.OpenCluster(octx, d.log)
 	if err != nil {
 		d.fail("cluster notifications", "%s — instances could not tell each other about cancels and input", d.red.Scrub(err.Error()))
 		return

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/cluster/clusterpg"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/tasks/taskdb"
@@ -21,8 +20,8 @@ import (
 // TestDoctorCluster: doctor lists the instances sharing the database with
 // their leases, the connection leases, and checks LISTEN/NOTIFY.
 func TestDoctorCluster(t *testing.T) {
-	pg := pgharness.Start(t)
-	dsn := pg.NewDatabase(t)
+	srv := pgharness.Start(t)
+	dsn := srv.NewDatabase(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +54,7 @@ instance = "gw-a"
 	cl := st.Tasks.(taskdb.Cluster)
 	cl.Join(ctx, "gw-a", time.Minute)
 	cl.Join(ctx, "gw-old", time.Millisecond)
-	bus, err := clusterpg.Open(ctx, st.Postgres.Pool, nil)
+	bus, err := st.OpenCluster(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

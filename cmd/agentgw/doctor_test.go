@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
-	"github.com/agentgw/agentgw/gateway"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
@@ -168,7 +168,7 @@ jid = "everything@%[1]s"
 command = %[2]s
 `, dom, tomlList(everythingCommand(t))))
 		// An existing store is opened and checked.
-		db, err := gateway.OpenStore(context.Background(), filepath.Join(e.dir, "agentgw.db"))
+		db, err := sqlite.Open(context.Background(), filepath.Join(e.dir, "agentgw.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

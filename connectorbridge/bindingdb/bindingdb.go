@@ -1,8 +1,8 @@
 // Package bindingdb defines the storage contract of the xAgent Connector
 // bridge: the binding row it keeps per agent endpoint and Connector Card,
 // and the narrow driver interface, one method per query, that
-// connectorbridge/bindingsqlite implements and that a PostgreSQL driver can
-// implement later. connectorbridge/bindingdbtest is the conformance suite
+// store/sqlite implements and that a PostgreSQL driver can
+// implement later. store/storetest is the conformance suite
 // every driver passes.
 //
 // A binding is the ownership index endpoint + connector_card_id +

@@ -2,8 +2,8 @@
 // IM Profile v2 queues: every chat message the gateway accepted, in either
 // direction, is a row here until it reaches a terminal state, so it
 // survives a connector reconnect and a gateway kill -9 and is delivered
-// once. connectorbridge/chatsqlite and connectorbridge/chatpg implement it;
-// connectorbridge/chatdbtest is the conformance suite
+// once. store/sqlite and store/pg implement it;
+// store/storetest is the conformance suite
 // every driver passes.
 //
 // A row is keyed by (endpoint, direction, message_id): enqueueing the same

@@ -1,7 +1,7 @@
 // Package dirdb defines the storage contract of the agent directory: the
 // row it keeps and the narrow driver interface, one method per query, that
-// directory/dirsqlite implements and that a PostgreSQL driver can implement
-// later. directory/dirdbtest is the conformance suite every driver passes.
+// store/sqlite implements and that a PostgreSQL driver can implement
+// later. store/storetest is the conformance suite every driver passes.
 //
 // A driver stores immutable manifest versions with their canonical bytes
 // and hash, the active-version pointer (at most one per endpoint), and

@@ -15,9 +15,8 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/federation"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
@@ -25,12 +24,12 @@ import (
 func realRouter(tb testing.TB) (*component.Router, *directory.Registry) {
 	tb.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(tb.TempDir(), "agentgw.db"), dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "agentgw.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -227,12 +226,12 @@ func BenchmarkEndpointInfo(b *testing.B) {
 func populate(b *testing.B, n int) *directory.Registry {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "agentgw.db"), dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "agentgw.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	st := dirsqlite.New(db)
+	st := sqlite.NewDirectory(db)
 	for i := range n {
 		raw := fmt.Sprintf(`{"manifestSpecVersion":"0","agent":{"jid":"e%05d@agents.example","name":"e%05d","title":"Agent %d","version":"1"},"tools":[]}`, i, i, i)
 		m := buildManifest(b, raw)
@@ -243,7 +242,7 @@ func populate(b *testing.B, n int) *directory.Registry {
 			b.Fatal(err)
 		}
 	}
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

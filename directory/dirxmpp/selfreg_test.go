@@ -15,9 +15,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
-	"github.com/agentgw/agentgw/directory/selfregsqlite"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 // selfHarness is a router with Self Registration for example.net accounts
@@ -25,7 +23,7 @@ import (
 type selfHarness struct {
 	router *component.Router
 	reg    *directory.Registry
-	store  *selfregsqlite.Store
+	store  *sqlite.SelfReg
 	sr     *SelfRegistration
 	sender *fakeSender
 }
@@ -33,19 +31,19 @@ type selfHarness struct {
 func newSelfHarness(t *testing.T) *selfHarness {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"), dirsqlite.Migrations, selfregsqlite.Migrations)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), log)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg.SetDomain(domain)
 	pol := testPolicy()
-	st := selfregsqlite.New(db)
+	st := sqlite.NewSelfReg(db)
 	// partner.example is allowed here only to show that a remote domain is
 	// refused even then: it is not a local domain of the policy.
 	sr := NewSelfRegistration([]string{"example.net", "partner.example"}, reg, st, nil, log)

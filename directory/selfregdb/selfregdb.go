@@ -4,7 +4,7 @@
 // manifests themselves live in the directory store (dirdb) like every
 // other endpoint's.
 //
-// Drivers: directory/selfregsqlite, directory/selfregpg. Conformance: directory/selfregdbtest.
+// Drivers: store/sqlite, store/pg. Conformance: store/storetest.
 package selfregdb
 
 import (

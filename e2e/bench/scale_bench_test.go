@@ -37,11 +37,10 @@ import (
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/directory"
-	"github.com/agentgw/agentgw/directory/dirsqlite"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/internal/ijson"
-	"github.com/agentgw/agentgw/internal/store"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -381,7 +380,7 @@ func kbToMB(kb float64) float64 { return kb / 1024 }
 func seedDirectory(b *testing.B, path, domain string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -389,7 +388,7 @@ func seedDirectory(b *testing.B, path, domain string, n int) {
 	if _, err := db.Write.Exec("PRAGMA synchronous=OFF"); err != nil {
 		b.Fatal(err)
 	}
-	st := dirsqlite.New(db)
+	st := sqlite.NewDirectory(db)
 	for i := range n {
 		m, err := directory.ParseManifest([]byte(e2e.DefaultManifest(fmt.Sprintf("agent%05d@%s", i, domain))))
 		if err != nil {
@@ -422,7 +421,7 @@ func memProfiling() bool {
 func registryHeap(b *testing.B, path string) float64 {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -430,7 +429,7 @@ func registryHeap(b *testing.B, path string) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	reg, err := directory.NewRegistry(ctx, dirsqlite.New(db), nil)
+	reg, err := directory.NewRegistry(ctx, sqlite.NewDirectory(db), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -556,7 +555,7 @@ discovery_burst = 1000000
 func bulkSeedDirectory(b *testing.B, path, domain string, n int) {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, dirsqlite.Migrations)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -1021,7 +1020,7 @@ func BenchmarkRecovery(b *testing.B) {
 
 	// Seed.
 	t0 := time.Now()
-	db, err := store.Open(ctx, filepath.Join(e.Dir, "agentgw.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(e.Dir, "agentgw.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/callers/agentclient"
-	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
-	"github.com/agentgw/agentgw/oanbridge/oansqlite"
+	"github.com/agentgw/agentgw/store/sqlite"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/e2e"
 )
@@ -23,11 +22,11 @@ import (
 // operator commands do) for the bridge's tables.
 func oanStore(t *testing.T, e *e2e.Env) (oandb.Driver, func()) {
 	t.Helper()
-	db, err := gateway.OpenStore(context.Background(), filepath.Join(e.Dir, "agentgw.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(e.Dir, "agentgw.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return oansqlite.New(db), func() { db.Close() }
+	return sqlite.NewOAN(db), func() { db.Close() }
 }
 
 // TestOANThroughProsody is the OpenAgentNetwork bridge end to end: the

@@ -22,8 +22,8 @@ var tiers = map[string]int{
 	"agentproto": 0, "agentproto/ns": 0,
 	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0,
 	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
-	"internal/procsec": 0, "internal/schema": 0, "internal/store": 0,
-	"internal/httpauth": 0, "internal/pgstore": 0,
+	"internal/procsec": 0, "internal/schema": 0, "store/migrate": 0,
+	"internal/httpauth":  0,
 	"internal/telemetry": 0,
 	// One package per XEP codec (forms, RSM, time, the XML tree).
 	"xep/xmltree": 0, "xep/dataform": 0, "xep/rsm": 0, "xep/xmpptime": 0,
@@ -31,16 +31,13 @@ var tiers = map[string]int{
 	"component": 1, "backendkit": 1, "callers/agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
 	"a2abridge/a2amap": 1,
-	"accbridge/accdb":  1, "accbridge/accsqlite": 2, "accbridge": 4,
+	"accbridge/accdb":  1, "accbridge": 4,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
-	// The directory, the SQLite drivers, the caller SDK.
-	"directory": 2, "directory/dirsqlite": 2, "tasks/tasksqlite": 2,
-	"federation/grantsqlite": 2, "cluster/clusterpg": 2, "connectorbridge/bindingsqlite": 2, "callers/agentclient": 2,
-	"connectorbridge/wire": 2, "connectorbridge/chatsqlite": 2,
-	// The PostgreSQL drivers beside the SQLite ones.
-	"tasks/taskpg": 2, "directory/dirpg": 2, "federation/grantpg": 2, "connectorbridge/bindingpg": 2,
-	// The PostgreSQL drivers of the stores wave 2 added (issue 19).
-	"connectorbridge/chatpg": 2, "accbridge/accpg": 2, "oanbridge/oanpg": 2, "directory/selfregpg": 2,
+	// The directory, the set of store interfaces, the caller SDK.
+	"directory": 2, "store": 2, "callers/agentclient": 2, "connectorbridge/wire": 2,
+	// The two store drivers (one per database, a file per feature) over
+	// the interfaces beside each feature.
+	"store/sqlite": 3, "store/pg": 3,
 	// The task engine (it pins manifests from the directory), the
 	// connector's transports (on its wire types).
 	"tasks": 3, "connectorbridge/transport": 3,
@@ -57,26 +54,33 @@ var tiers = map[string]int{
 	"messaging": 4,
 	// The composition root, then the programs.
 	// The OpenAgentNetwork bridge (lane 18).
-	"oanbridge/oandb": 1, "oanbridge/oansqlite": 2, "oanbridge/wire": 2, "oanbridge/sio": 2, "oanbridge": 4,
+	"oanbridge/oandb": 1, "oanbridge/wire": 2, "oanbridge/sio": 2, "oanbridge": 4,
 	"gateway":     5,
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
-	// Self Registration (lane 21): its store interface and SQLite driver,
-	// and the C2S endpoint host beside the gateway.
-	"directory/selfregdb": 1, "directory/selfregsqlite": 2, "endpointhost": 5,
+	// Self Registration (lane 21): its store interface, and the C2S
+	// endpoint host beside the gateway.
+	"directory/selfregdb": 1, "endpointhost": 5,
 }
 
 // forbidden are the DESIGN.md "must not import" rules that tiers alone do
 // not express.
 var forbidden = map[string][]string{
 	"component":       {"database/sql"},
-	"directory":       {"database/sql"},
-	"tasks":           {"database/sql", "mellium.im/xmpp"},
-	"federation":      {"database/sql", module + "internal/store"},
-	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql"},
+	"directory":       {"database/sql", module + "store"},
+	"tasks":           {"database/sql", "mellium.im/xmpp", module + "store"},
+	"federation":      {"database/sql", module + "store"},
+	"connectorbridge": {module + "component", module + "mcpbridge", "database/sql", module + "store"},
 	"mcpbridge":       {module + "component", module + "connectorbridge"},
-	"oanbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
-	"accbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql"},
+	"oanbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql", module + "store"},
+	"accbridge":       {module + "component", module + "mcpbridge", module + "connectorbridge", "database/sql", module + "store"},
 }
+
+// sqlDrivers are the only production packages that may speak SQL: every
+// query lives in the store drivers (docs/storage.md).
+var sqlDrivers = map[string]bool{"store/sqlite": true, "store/pg": true}
+
+// sqlImports are the packages that speak SQL.
+var sqlImports = []string{"database/sql", "github.com/jackc/pgx", "github.com/mattn/go-sqlite3"}
 
 // testHelper reports whether p exists only for tests (suites, fakes,
 // harnesses, reference peers).
@@ -121,6 +125,11 @@ func TestTiers(t *testing.T) {
 			for _, bad := range forbidden[p] {
 				if imp == bad || strings.HasPrefix(imp, bad+"/") {
 					t.Errorf("%s imports %s, which DESIGN.md forbids", p, imp)
+				}
+			}
+			for _, sqlPkg := range sqlImports {
+				if (imp == sqlPkg || strings.HasPrefix(imp, sqlPkg+"/")) && !sqlDrivers[p] {
+					t.Errorf("%s imports %s: SQL belongs in the store drivers (store/sqlite, store/pg)", p, imp)
 				}
 			}
 			if !strings.HasPrefix(imp, module) {

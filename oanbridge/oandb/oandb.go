@@ -3,7 +3,7 @@
 // events, and the durable effects of those events (open questions and
 // decisions, outbound chat, matched conversations, the account status),
 // each event committed together with its effects and the cursor.
-// oanbridge/oansqlite and oanbridge/oanpg implement it; oanbridge/oandbtest is the
+// store/sqlite and store/pg implement it; store/storetest is the
 // conformance suite every driver passes. No API key is ever stored: the
 // account is identified by the endpoint JID and the key only by a
 // fingerprint (KeyID).

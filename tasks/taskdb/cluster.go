@@ -18,11 +18,11 @@ type Instance struct {
 }
 
 // Cluster is implemented by task drivers that several gateway instances
-// share (tasks/taskpg). Every non-terminal task is owned by one instance,
+// share (store/pg). Every non-terminal task is owned by one instance,
 // whose renewable lease lives in the same database as the tasks, so that
 // taking over a dead instance's tasks is one guarded transaction. The
 // engine uses it when its Config.Cluster is set; a single-instance driver
-// (tasksqlite) needs none of it.
+// (store/sqlite) needs none of it.
 type Cluster interface {
 	// Join takes name's lease for ttl from the database's now,
 	// unconditionally: a restarted instance reclaims its name and with it

@@ -1,6 +1,6 @@
 // Package taskdb defines the storage contract of the task engine: the rows it
 // keeps and the narrow driver interface, one method per query, that
-// tasksqlite implements and that a PostgreSQL driver could implement for
+// store/sqlite implements and that a PostgreSQL driver could implement for
 // several gateway instances later.
 //
 // The engine owns every decision; a driver only stores. Writes happen inside
@@ -54,7 +54,7 @@ type Task struct {
 	DelegationDepth int
 	// Owner is the gateway instance that executes the task, set at
 	// admission and moved only by Cluster.TakeOver. A single-instance
-	// driver (tasksqlite) does not store it and reads it back as "".
+	// driver (store/sqlite) does not store it and reads it back as "".
 	Owner string
 }
 

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/pgstore"
+	"github.com/agentgw/agentgw/store/migrate"
+	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/testkit"
 )
 
@@ -55,15 +56,15 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	return dsn
 }
 
-// Open opens the database at dsn with pgstore, applying the migration sets
-// (pgstore's own first), and closes the handle on cleanup; it fails the
+// Open opens the database at dsn with store/pg, applying its migrations
+// (and the extra sets a test adds), and closes the handle on cleanup; it fails the
 // test when the database cannot be opened or migrated. Each call is its
 // own pool, as a separate gateway instance would have.
-func Open(t testing.TB, dsn string, sets ...pgstore.Migrations) *pgstore.DB {
+func Open(t testing.TB, dsn string, sets ...migrate.Set) *pg.DB {
 	t.Helper()
 	// The pool keeps no deadline: pgxpool may still use this context to
 	// fill its idle connections after Open returned.
-	db, err := pgstore.Open(context.Background(), dsn, sets...)
+	db, err := pg.Open(context.Background(), dsn, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func Open(t testing.TB, dsn string, sets ...pgstore.Migrations) *pgstore.DB {
 
 // Open creates a fresh database on s (NewDatabase) and opens it with the
 // migration sets (Open).
-func (s *Server) Open(t testing.TB, sets ...pgstore.Migrations) *pgstore.DB {
+func (s *Server) Open(t testing.TB, sets ...migrate.Set) *pg.DB {
 	t.Helper()
 	return Open(t, s.NewDatabase(t), sets...)
 }

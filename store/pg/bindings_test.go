@@ -1,0 +1,22 @@
+package pg_test
+
+import (
+	"testing"
+
+	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
+	"github.com/agentgw/agentgw/store/pg"
+	"github.com/agentgw/agentgw/store/storetest"
+	"github.com/agentgw/agentgw/testkit/pgharness"
+)
+
+func TestBindingsConformance(t *testing.T) {
+	srv := pgharness.Start(t)
+	storetest.ExerciseBindings(t, func(t *testing.T) (bindingdb.Driver, bindingdb.Driver) {
+		dsn := srv.NewDatabase(t)
+		var out [2]bindingdb.Driver
+		for i := range out {
+			out[i] = pg.NewBindings(pgharness.Open(t, dsn))
+		}
+		return out[0], out[1]
+	})
+}

@@ -20,7 +20,6 @@ import (
 // TestMetricsDuringCalls scrapes /metrics while the gateway serves calls
 // through Prosody, and checks /readyz.
 func TestMetricsDuringCalls(t *testing.T) {
-	t.Parallel()
 	addr := e2e.FreeAddr(t)
 	e := e2e.Start(t, e2e.Options{Agents: []e2e.Agent{{Localpart: "weather"}}, Users: []string{"alice"}, Mutate: func(c *config.Config) {
 		c.Metrics.Listen = addr
@@ -72,7 +71,6 @@ func TestMetricsDuringCalls(t *testing.T) {
 // as a replay, not as a second accepted admission. A third invoke reusing
 // the request-id with other arguments counts as a conflict.
 func TestMetricsCountReplays(t *testing.T) {
-	t.Parallel()
 	addr := e2e.FreeAddr(t)
 	te := e2e.StartTaskEnvConfig(t, []string{"alice"}, func(c *config.Config) { c.Metrics.Listen = addr }, nil)
 	c := te.Dial("alice")

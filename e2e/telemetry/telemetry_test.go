@@ -1,3 +1,6 @@
+// The tests of this area run one at a time (no t.Parallel): tracing is
+// process-wide (telemetry.Use, telemetry.Enabled), and a gateway that
+// starts or stops in a parallel test would switch it under another.
 package telemetry
 
 import (
@@ -43,7 +46,6 @@ var traceparentRe = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$
 // children of the IQ's span, and the MCP server receives the W3C trace
 // context of the backend-call span on its tools/call request.
 func TestTelemetrySpansOfOneInvoke(t *testing.T) {
-	t.Parallel()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "traced", Version: "1"}, nil)
 	type echoIn struct {
 		Message string `json:"message"`
@@ -189,7 +191,6 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 // An A2A backend (the official JS SDK's server) receives the W3C trace
 // context of the backend-call span of a real invoke through Prosody.
 func TestTelemetryTraceContextToA2A(t *testing.T) {
-	t.Parallel()
 	agent := e2e.StartA2AAgent(t, `{}`)
 	_, c, _, ep := e2e.AccStart(t, "remote", func(d string) string { return e2e.A2ATOML(d, agent.URL+"/.well-known/agent-card.json") })
 	rec := recordSpans(t)
@@ -224,7 +225,6 @@ func TestTelemetryTraceContextToA2A(t *testing.T) {
 // [telemetry] traces = "otlp" in the config: the gateway exports the spans
 // of a real call to an OTLP/HTTP receiver, and flushes them when it stops.
 func TestTelemetryOTLPFromConfig(t *testing.T) {
-	t.Parallel()
 	var mu sync.Mutex
 	var posts []string
 	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

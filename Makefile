@@ -53,3 +53,10 @@ soak:
 
 clean:
 	rm -rf bin
+
+# Rewrite the layout table of docs/design-notes.md from internal/archtest
+# (the tiers) and the package doc comments; TestLayoutTable fails while it
+# is stale.
+.PHONY: layout
+layout:
+	$(GO) test -count=1 -run TestLayoutTable ./internal/archtest -update

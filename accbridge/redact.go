@@ -1,30 +1,26 @@
 package accbridge
 
 import (
-	"regexp"
-
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/internal/displaytext"
 )
 
-// pemKey matches a PEM private key block, raw or inside a JSON string
-// (where its newlines are \n escapes, so no quote is crossed). The
-// gateway cannot know a connector's own keys, so any such block in
-// connector text is removed.
-var pemKey = regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[^"]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`)
-
-const redactedKey = "[redacted private key]"
-
 // scrub removes known secrets (the redactor: gateway secrets and every
-// connector's bearer token) and private key blocks from connector text.
+// connector's bearer token) and private key blocks from connector text
+// (the gateway cannot know a connector's own keys, so any such block is
+// removed), then applies the one display-text rule (internal/displaytext):
+// control characters and bidi overrides replaced. Length is bounded where
+// the text is used.
 func scrub(red *backendkit.Redactor, s string) string {
-	return pemKey.ReplaceAllString(red.Scrub(s), redactedKey)
+	return displaytext.Clean(s, 0, red.Scrub, displaytext.ScrubPEM)
 }
 
-// scrubJSON is scrub for a JSON document.
+// scrubJSON is scrub's redaction for a JSON document (its strings keep
+// their exact form: they are data, not display text).
 func scrubJSON(red *backendkit.Redactor, doc []byte) ([]byte, error) {
 	clean, _, err := red.ScrubJSON(doc)
 	if err != nil {
 		return nil, err
 	}
-	return pemKey.ReplaceAll(clean, []byte(redactedKey)), nil
+	return displaytext.ScrubPEMBytes(clean), nil
 }

@@ -1,11 +1,8 @@
 package connectorbridge
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/internal/displaytext"
 	"github.com/agentgw/agentgw/internal/ijson"
 )
 
@@ -16,22 +13,9 @@ import (
 // marshalNoEscape keeps "<" and "&" in results as the connector sent them.
 var marshalNoEscape = ijson.MarshalNoEscape
 
-// displayText makes connector-supplied prose safe for a terminal: secrets
-// scrubbed, control characters dropped, at most max runes.
+// displayText makes connector-supplied prose safe for a terminal under the
+// one display-text rule (internal/displaytext): secrets scrubbed, then
+// control characters and bidi overrides replaced, at most max runes.
 func displayText(r *backendkit.Redactor, s string, max int) string {
-	s = r.Scrub(s)
-	var b strings.Builder
-	n := 0
-	for _, c := range s {
-		if n >= max {
-			b.WriteString("…")
-			break
-		}
-		if c == utf8.RuneError || (unicode.IsControl(c) && c != '\n') || c == '\u202e' || c == '\u202d' {
-			continue
-		}
-		b.WriteRune(c)
-		n++
-	}
-	return b.String()
+	return displaytext.Clean(s, max, r.Scrub)
 }

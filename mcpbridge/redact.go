@@ -1,11 +1,10 @@
 package mcpbridge
 
 import (
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/internal/displaytext"
 )
 
 // minEnvSecret is the shortest [agents.mcp] env value taken for a secret.
@@ -14,27 +13,11 @@ import (
 const minEnvSecret = 8
 
 // safeText makes server-supplied text fit for a log line or a protocol
-// string field: secrets redacted, control characters replaced, invalid UTF-8
-// dropped, and at most max code points.
+// string field under the one display-text rule (internal/displaytext):
+// secrets redacted, then control characters, bidi overrides and invalid
+// UTF-8 replaced, at most max code points.
 func safeText(r *backendkit.Redactor, s string, max int) string {
-	return bound(cleanControl(r.Scrub(s)), max)
-}
-
-// cleanControl replaces control characters (other than tab and newline) and
-// drops invalid UTF-8, so a log line cannot be forged or broken.
-func cleanControl(s string) string {
-	if !strings.ContainsFunc(s, func(c rune) bool { return c == utf8.RuneError || (unicode.IsControl(c) && c != '\t' && c != '\n') }) {
-		return s
-	}
-	var b strings.Builder
-	for _, c := range strings.ToValidUTF8(s, "") {
-		if unicode.IsControl(c) && c != '\t' && c != '\n' {
-			b.WriteRune('\uFFFD')
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+	return displaytext.Clean(s, max, r.Scrub)
 }
 
 // bound truncates s to at most max code points.

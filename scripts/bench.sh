@@ -75,7 +75,7 @@ bench e2e/bench 4m -run '^$' -bench 'BenchmarkMCPEchoStages$' -benchtime 1x
 bench internal/telemetry 2m -run '^$' -bench 'BenchmarkStageOffVsBare$' -benchtime 3000x
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
-bench mcpbridge/front 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
+bench callers/mcpfront 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
 # agent-control-center runs through the gateway against the connector called directly.
 bench e2e/bench 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a

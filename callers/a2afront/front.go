@@ -1,4 +1,4 @@
-// Package front implements `agentgw a2a`: an A2A 0.3.0 server that logs
+// Package a2afront implements `agentgw a2a`: an A2A 0.3.0 server that logs
 // into XMPP as one ordinary account and presents every agent that account
 // can see as an A2A agent, one Agent Card per endpoint.
 //
@@ -20,34 +20,19 @@ import (
 	"log/slog"
 	"net/url"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
-	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/catalog"
 )
 
-// Client is the part of the XMPP agent client the front uses;
-// *agentclient.Client implements it.
-type Client interface {
-	JID() jid.JID
-	FindGateways(ctx context.Context, server jid.JID) ([]jid.JID, error)
-	AllItems(ctx context.Context, to jid.JID, node string, pageSize int) ([]agentclient.Item, error)
-	Endpoint(ctx context.Context, ep jid.JID) (*agentclient.EndpointInfo, error)
-	GetManifest(ctx context.Context, ep jid.JID, version string) (*agentclient.Manifest, error)
-	Invoke(ctx context.Context, ep jid.JID, req *agentclient.InvokeRequest) (*agentclient.Accepted, error)
-	Subscribe(ep jid.JID, taskID string) (<-chan agentclient.Event, func())
-	State(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskState, error)
-	Result(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskResult, error)
-	Cancel(ctx context.Context, ep jid.JID, taskID string, expectedRevision int64, reason *string) (int64, error)
-	ProvideInput(ctx context.Context, ep jid.JID, taskID, requestID string, expectedRevision int64, input json.RawMessage) (int64, error)
-}
-
-var _ Client = (*agentclient.Client)(nil)
+// Client is the part of the XMPP agent client the front uses, the one
+// interface of the caller fronts; *agentclient.Client implements it.
+type Client = catalog.Client
 
 // Options configure a Front.
 type Options struct {
@@ -81,12 +66,7 @@ type Front struct {
 	c    Client
 	opts Options
 	log  *slog.Logger
-
-	refreshMu sync.Mutex
-	mu        sync.Mutex
-	loaded    time.Time
-	pushed    uint64            // catalog changes pushed so far
-	agents    map[string]*agent // bare JID → pinned agent
+	cat  *catalog.Catalog[*agent] // bare JID → pinned agent
 }
 
 // agent is one endpoint pinned to its active manifest.
@@ -125,44 +105,13 @@ func New(c Client, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Front{c: c, opts: opts, log: opts.Logger, agents: map[string]*agent{}}
-	if cw, ok := c.(catalogWatcher); ok {
-		// A pushed activation or deactivation makes the catalog stale at
-		// once: the next card or call refreshes it (issue 20's node).
-		cw.OnCatalogChange(func(agentclient.CatalogChange) {
-			f.mu.Lock()
-			f.pushed++
-			f.loaded = time.Time{}
-			f.mu.Unlock()
-		})
-	}
+	f := &Front{c: c, opts: opts, log: opts.Logger}
+	// A pushed activation or deactivation makes the catalog stale at once:
+	// the next card or call refreshes it (issue 20's node).
+	f.cat = catalog.New(c, catalog.Options{
+		Gateways: opts.Gateways, DirectoryPageSize: opts.DirectoryPageSize, Logger: opts.Logger,
+	}, f.agent)
 	return f, nil
-}
-
-// catalogWatcher is the optional push side of a Client (*agentclient.Client
-// has it): the gateways' catalog change node.
-type catalogWatcher interface {
-	SubscribeCatalog(ctx context.Context, gw jid.JID) error
-	OnCatalogChange(func(agentclient.CatalogChange))
-}
-
-// subscribe (re)subscribes to the gateways' catalog nodes, off the request
-// path: gateways keep subscriptions in memory, so this follows every
-// refresh; a gateway without the node refuses and TTL refresh covers it.
-func (f *Front) subscribe(gws []jid.JID) {
-	cw, ok := f.c.(catalogWatcher)
-	if !ok {
-		return
-	}
-	go func() {
-		for _, gw := range gws {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := cw.SubscribeCatalog(ctx, gw); err != nil {
-				f.log.Debug("catalog subscription refused; refreshing by TTL only", "gateway", gw.String(), "error", err)
-			}
-			cancel()
-		}
-	}()
 }
 
 // errUnknownAgent is returned for an agent the account cannot see.
@@ -171,18 +120,14 @@ var errUnknownAgent = errors.New("no such agent")
 // lookup returns the pinned agent, refreshing the catalog when it is stale
 // or does not know the JID.
 func (f *Front) lookup(ctx context.Context, bare string) (*agent, error) {
-	f.mu.Lock()
-	a, fresh := f.agents[bare], time.Since(f.loaded) < f.opts.Refresh
-	f.mu.Unlock()
-	if a != nil && fresh {
+	a, _ := f.cat.Get(bare)
+	if a != nil && f.cat.Fresh(f.opts.Refresh) {
 		return a, nil
 	}
 	if err := f.Refresh(ctx); err != nil && a == nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if a = f.agents[bare]; a == nil {
+	if a, _ = f.cat.Get(bare); a == nil {
 		return nil, errUnknownAgent
 	}
 	return a, nil
@@ -190,103 +135,36 @@ func (f *Front) lookup(ctx context.Context, bare string) (*agent, error) {
 
 // Agents lists the pinned agents' cards, sorted by JID.
 func (f *Front) Agents(ctx context.Context) ([]*a2a.AgentCard, error) {
-	f.mu.Lock()
-	stale := time.Since(f.loaded) >= f.opts.Refresh
-	f.mu.Unlock()
-	if stale {
+	if !f.cat.Fresh(f.opts.Refresh) {
 		if err := f.Refresh(ctx); err != nil {
 			f.log.Warn("agent discovery failed; serving the last known agents", "error", err)
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	keys := make([]string, 0, len(f.agents))
-	for k := range f.agents {
+	agents := f.cat.Snapshot()
+	keys := make([]string, 0, len(agents))
+	for k := range agents {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	out := make([]*a2a.AgentCard, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, f.agents[k].card)
+		out = append(out, agents[k].card)
 	}
 	return out, nil
 }
 
-// Refresh rediscovers the visible endpoints and pins their manifests,
-// reusing an agent whose advertised version and hash are unchanged.
+// Refresh rediscovers the visible endpoints and pins their manifests
+// (the catalog), reusing an agent whose advertised version and hash are
+// unchanged.
 func (f *Front) Refresh(ctx context.Context) error {
-	f.refreshMu.Lock()
-	defer f.refreshMu.Unlock()
-	gws := f.opts.Gateways
-	if len(gws) == 0 {
-		var err error
-		if gws, err = f.c.FindGateways(ctx, f.c.JID().Domain()); err != nil {
-			return fmt.Errorf("discovering gateways: %w", err)
-		}
-	}
-	f.mu.Lock()
-	prev, pushed := f.agents, f.pushed
-	f.mu.Unlock()
-	next := map[string]*agent{}
-	var errs []error
-	for _, gw := range gws {
-		items, err := f.c.AllItems(ctx, gw, "", f.opts.DirectoryPageSize)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("listing %s: %w", gw, err))
-			for k, a := range prev { // keep what that gateway listed before
-				if a.jid.Domain().Equal(gw.Domain()) {
-					next[k] = a
-				}
-			}
-			continue
-		}
-		for _, it := range items {
-			j, err := jid.Parse(it.JID)
-			if err != nil || j.Localpart() == "" {
-				continue
-			}
-			bare := j.Bare().String()
-			if a := f.load(ctx, j.Bare(), prev[bare]); a != nil {
-				next[bare] = a
-			}
-		}
-	}
-	f.mu.Lock()
-	f.agents = next
-	if f.pushed == pushed { // a change pushed meanwhile keeps it stale
-		f.loaded = time.Now()
-	}
-	f.mu.Unlock()
-	f.subscribe(gws)
-	return errors.Join(errs...)
+	_, err := f.cat.Refresh(ctx)
+	return err
 }
 
-// load pins one endpoint, or returns nil when it is gone or cannot run
-// tasks; prev is kept when the endpoint is unreachable.
-func (f *Front) load(ctx context.Context, j jid.JID, prev *agent) *agent {
-	info, err := f.c.Endpoint(ctx, j)
-	if err != nil {
-		if agentclient.Condition(err) == "item-not-found" {
-			return nil
-		}
-		return prev
-	}
-	if !info.Features[ns.Task] {
-		return nil
-	}
-	if prev != nil && info.Version != "" && prev.version == info.Version && prev.hash == info.ManifestHash {
-		return prev
-	}
-	m, err := f.c.GetManifest(ctx, j, "")
-	if err != nil {
-		return prev
-	}
-	if aj, err := jid.Parse(m.Doc.Agent.JID); err != nil || !aj.Bare().Equal(j) {
-		f.log.Warn("manifest names another agent; ignoring the endpoint", "endpoint", j.String())
-		return nil
-	}
-	a := &agent{jid: j, info: info, version: m.Version, hash: m.Hash, tools: m.Doc.Tools}
-	a.card = f.card(a, m)
+// agent makes the A2A agent of a freshly pinned endpoint.
+func (f *Front) agent(e *catalog.Endpoint) *agent {
+	a := &agent{jid: e.JID, info: e.Info, version: e.Manifest.Version, hash: e.Manifest.Hash, tools: e.Manifest.Doc.Tools}
+	a.card = f.card(a, e.Manifest)
 	return a
 }
 

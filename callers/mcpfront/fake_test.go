@@ -383,4 +383,10 @@ func (fa *fakeAgents) Follow(ctx context.Context, ep jid.JID, acc *agentclient.A
 	}
 }
 
+// Subscribe is the A2A front's way of following a task; the MCP front
+// follows with Follow.
+func (fa *fakeAgents) Subscribe(jid.JID, string) (<-chan agentclient.Event, func()) {
+	panic("fakeAgents: the MCP front does not Subscribe")
+}
+
 var _ Client = (*fakeAgents)(nil)

@@ -1,4 +1,4 @@
-// Package front implements the MCP front of the XMPP agent gateway: an MCP
+// Package mcpfront implements the MCP front of the XMPP agent gateway: an MCP
 // server that logs into XMPP as one ordinary account and presents every
 // agent tool that account can see as an MCP tool.
 //
@@ -27,28 +27,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"mellium.im/xmpp/jid"
 
-	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/callers/catalog"
 	"github.com/agentgw/agentgw/internal/schema"
 )
 
-// Client is the part of the XMPP agent client the front uses;
-// *agentclient.Client implements it.
-type Client interface {
-	JID() jid.JID
-	FindGateways(ctx context.Context, server jid.JID) ([]jid.JID, error)
-	AllItems(ctx context.Context, to jid.JID, node string, pageSize int) ([]agentclient.Item, error)
-	Endpoint(ctx context.Context, ep jid.JID) (*agentclient.EndpointInfo, error)
-	GetManifest(ctx context.Context, ep jid.JID, version string) (*agentclient.Manifest, error)
-	Invoke(ctx context.Context, ep jid.JID, req *agentclient.InvokeRequest) (*agentclient.Accepted, error)
-	Follow(ctx context.Context, ep jid.JID, acc *agentclient.Accepted, opts agentclient.CallOptions) (*agentclient.Outcome, error)
-	State(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskState, error)
-	Result(ctx context.Context, ep jid.JID, taskID string) (*agentclient.TaskResult, error)
-	Cancel(ctx context.Context, ep jid.JID, taskID string, expectedRevision int64, reason *string) (int64, error)
-	ProvideInput(ctx context.Context, ep jid.JID, taskID, requestID string, expectedRevision int64, input json.RawMessage) (int64, error)
-}
-
-var _ Client = (*agentclient.Client)(nil)
+// Client is the part of the XMPP agent client the front uses, the one
+// interface of the caller fronts; *agentclient.Client implements it.
+type Client = catalog.Client
 
 // Options configure a Front. The zero value is usable.
 type Options struct {
@@ -89,15 +75,12 @@ type Front struct {
 	log  *slog.Logger
 	srv  *mcp.Server
 	key  []byte // signs multi round-trip request state
+	cat  *catalog.Catalog[*endpointState]
 
-	refreshMu sync.Mutex // one Refresh at a time
+	refreshMu sync.Mutex // one Refresh (and apply) at a time
 
-	mu        sync.Mutex
-	gateways  []jid.JID                 // last good discovered gateways
-	listed    map[string][]string       // gateway → endpoints of its last good listing
-	endpoints map[string]*endpointState // bare JID → pinned manifest
-	tools     map[string]*binding       // MCP name → binding
-	kick      chan struct{}
+	mu    sync.Mutex
+	tools map[string]*binding // MCP name → binding
 }
 
 // endpointState is one endpoint's pinned active manifest, reduced to the
@@ -133,14 +116,8 @@ func New(c Client, opts Options) *Front {
 	if opts.Refresh == 0 {
 		opts.Refresh = 30 * time.Second
 	}
-	if opts.DirectoryPageSize <= 0 {
-		opts.DirectoryPageSize = 50
-	}
 	if opts.CancelWait <= 0 {
 		opts.CancelWait = 15 * time.Second
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 8
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -153,12 +130,11 @@ func New(c Client, opts Options) *Front {
 	if _, err := rand.Read(key); err != nil {
 		panic("front: no randomness: " + err.Error())
 	}
-	f := &Front{
-		c: c, opts: opts, log: opts.Logger, key: key,
-		listed: map[string][]string{}, endpoints: map[string]*endpointState{},
-		tools: map[string]*binding{}, kick: make(chan struct{}, 1),
-	}
-	f.watchCatalog()
+	f := &Front{c: c, opts: opts, log: opts.Logger, key: key, tools: map[string]*binding{}}
+	f.cat = catalog.New(c, catalog.Options{
+		Gateways: opts.Gateways, DirectoryPageSize: opts.DirectoryPageSize,
+		Concurrency: opts.Concurrency, Logger: opts.Logger,
+	}, f.endpoint)
 	f.srv = mcp.NewServer(impl, &mcp.ServerOptions{
 		PageSize: opts.ListPageSize,
 		Logger:   opts.Logger,
@@ -190,39 +166,20 @@ func (f *Front) initial(ctx context.Context) {
 	if _, err := f.Refresh(ctx); err != nil {
 		f.log.Warn("initial discovery failed; serving without tools until a refresh succeeds", "error", err)
 	}
-	f.subscribeCatalogs(ctx)
 }
 
-// poll refreshes on the interval, and early when a call hinted at a stale
-// pin.
+// poll refreshes on the interval, when a gateway pushes a catalog change,
+// and early when a call hinted at a stale pin.
 func (f *Front) poll(ctx context.Context) {
-	var tick <-chan time.Time
-	if f.opts.Refresh > 0 {
-		t := time.NewTicker(f.opts.Refresh)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		case <-f.kick:
-		}
+	f.cat.Watch(ctx, f.opts.Refresh, func(ctx context.Context) {
 		if _, err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
 			f.log.Warn("refreshing the agent tools failed", "error", err)
 		}
-		f.subscribeCatalogs(ctx)
-	}
+	})
 }
 
 // soon asks the poll loop for an early refresh.
-func (f *Front) soon() {
-	select {
-	case f.kick <- struct{}{}:
-	default:
-	}
-}
+func (f *Front) soon() { f.cat.Soon() }
 
 // Tools returns the current MCP tool names, sorted.
 func (f *Front) Tools() []string {
@@ -236,155 +193,30 @@ func (f *Front) Tools() []string {
 	return out
 }
 
-// Refresh rediscovers gateways, endpoints and active manifests, and updates
-// the MCP tool set. Hosts get notifications/tools/list_changed only when
-// a tool was added or removed, or what hosts see of one changed (which
-// includes its pinned version and manifest hash). A gateway or endpoint
-// that cannot be reached keeps its last known tools; one that answers
-// item-not-found loses them.
+// Refresh rediscovers gateways, endpoints and active manifests (the
+// catalog), and updates the MCP tool set. Hosts get
+// notifications/tools/list_changed only when a tool was added or removed,
+// or what hosts see of one changed (which includes its pinned version and
+// manifest hash). A gateway or endpoint that cannot be reached keeps its
+// last known tools; one that answers item-not-found loses them.
 func (f *Front) Refresh(ctx context.Context) (changed bool, err error) {
 	f.refreshMu.Lock()
 	defer f.refreshMu.Unlock()
-
-	gws, err := f.sources(ctx)
-	if err != nil {
+	eps, err := f.cat.Refresh(ctx)
+	if eps == nil {
 		return false, err
 	}
-	f.mu.Lock()
-	prevListed := f.listed
-	prevEPs := f.endpoints
-	f.mu.Unlock()
-
-	listed := map[string][]string{}
-	var order []string
-	seen := map[string]bool{}
-	var listErrs []error
-	for _, gw := range gws {
-		key := gw.String()
-		eps, err := f.list(ctx, gw)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			listErrs = append(listErrs, fmt.Errorf("listing %s: %w", key, err))
-			eps = prevListed[key]
-		}
-		listed[key] = eps
-		for _, ep := range eps {
-			if !seen[ep] {
-				seen[ep] = true
-				order = append(order, ep)
-			}
-		}
-	}
-
-	states := make([]*endpointState, len(order))
-	sem := make(chan struct{}, f.opts.Concurrency)
-	var wg sync.WaitGroup
-	for i, ep := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			states[i] = f.loadEndpoint(ctx, ep, prevEPs[ep])
-		}()
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	eps := map[string]*endpointState{}
-	for i, st := range states {
-		if st != nil {
-			eps[order[i]] = st
-		}
-	}
-	changed = f.apply(eps)
-	f.mu.Lock()
-	f.listed = listed
-	f.endpoints = eps
-	f.mu.Unlock()
-	return changed, errors.Join(listErrs...)
+	return f.apply(eps), err
 }
 
-// sources returns the gateways to list.
-func (f *Front) sources(ctx context.Context) ([]jid.JID, error) {
-	if len(f.opts.Gateways) > 0 {
-		return f.opts.Gateways, nil
-	}
-	gws, err := f.c.FindGateways(ctx, f.c.JID().Domain())
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err != nil {
-		if f.gateways != nil {
-			f.log.Warn("gateway discovery failed; using the last known gateways", "error", err)
-			return f.gateways, nil
-		}
-		return nil, fmt.Errorf("discovering gateways: %w", err)
-	}
-	f.gateways = gws
-	return gws, nil
-}
-
-// list pages a gateway's directory and returns its endpoint bare JIDs.
-func (f *Front) list(ctx context.Context, gw jid.JID) ([]string, error) {
-	items, err := f.c.AllItems(ctx, gw, "", f.opts.DirectoryPageSize)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, it := range items {
-		j, err := jid.Parse(it.JID)
-		if err != nil || j.Localpart() == "" {
-			continue
-		}
-		out = append(out, j.Bare().String())
-	}
-	return out, nil
-}
-
-// loadEndpoint pins an endpoint's active manifest, reusing prev when the
-// advertised version and hash are unchanged. It returns nil for an
-// endpoint that is gone, hidden or cannot run tasks, and prev when the
-// endpoint cannot be reached.
-func (f *Front) loadEndpoint(ctx context.Context, ep string, prev *endpointState) *endpointState {
-	j, err := jid.Parse(ep)
-	if err != nil {
-		return nil
-	}
-	gone := func(err error) *endpointState {
-		if agentclient.Condition(err) == "item-not-found" {
-			return nil
-		}
-		if prev != nil {
-			f.log.Warn("endpoint unreachable; keeping its last known tools", "endpoint", ep, "error", err)
-		}
-		return prev
-	}
-	info, err := f.c.Endpoint(ctx, j)
-	if err != nil {
-		return gone(err)
-	}
-	if !info.Features[ns.Task] {
-		return nil
-	}
-	if prev != nil && info.Version != "" && prev.version == info.Version && prev.hash == info.ManifestHash && prev.delegation == info.Features[ns.Delegation] {
-		return prev
-	}
-	m, err := f.c.GetManifest(ctx, j, "")
-	if err != nil {
-		return gone(err)
-	}
-	if aj, err := jid.Parse(m.Doc.Agent.JID); err != nil || !aj.Bare().Equal(j.Bare()) {
-		f.log.Warn("manifest names another agent; ignoring the endpoint", "endpoint", ep)
-		return nil
-	}
-	st := &endpointState{jid: j.Bare(), version: m.Version, hash: m.Hash, delegation: info.Features[ns.Delegation]}
-	for _, t := range m.Doc.Tools {
+// endpoint reduces a freshly pinned endpoint to the tools the front can
+// present; the catalog keeps it while the pin is unchanged.
+func (f *Front) endpoint(e *catalog.Endpoint) *endpointState {
+	st := &endpointState{jid: e.JID, version: e.Manifest.Version, hash: e.Manifest.Hash, delegation: e.Delegation}
+	for _, t := range e.Manifest.Doc.Tools {
 		b, err := newBinding(st, t)
 		if err != nil {
-			f.log.Warn("tool cannot be presented over MCP; skipped", "endpoint", ep, "tool", safeText(t.Name, 128), "reason", err.Error())
+			f.log.Warn("tool cannot be presented over MCP; skipped", "endpoint", e.JID.String(), "tool", safeText(t.Name, 128), "reason", err.Error())
 			continue
 		}
 		st.tools = append(st.tools, b)

@@ -3,13 +3,13 @@ package mcpfront
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/agentgw/agentgw/agentproto"
-	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/internal/displaytext"
 )
 
 // _meta keys the front adds. "agentgw/" is our own prefix under MCP's
@@ -181,25 +181,10 @@ func toolError(msg string, tm *taskMeta) *mcp.CallToolResult {
 	return r
 }
 
-// safeText bounds s and removes control characters, so remote text cannot
-// forge structure in a host's display or log.
-func safeText(s string, max int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			r = ' '
-		}
-		if b.Len()+utf8.RuneLen(r) > max {
-			b.WriteString("…")
-			break
-		}
-		b.WriteRune(r)
-	}
-	return strings.TrimSpace(b.String())
-}
+// safeText is remote text for one line of a host's display or log, under
+// the one display-text rule (internal/displaytext): control characters
+// and bidi overrides cannot forge structure, at most max code points.
+func safeText(s string, max int) string { return displaytext.Line(s, max) }
 
 func truncateUTF8(s string, max int) string {
 	if len(s) <= max {

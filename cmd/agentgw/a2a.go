@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
-
-	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/callers/a2afront"
 )
@@ -51,22 +48,11 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = "http://" + ln.Addr().String()
 	}
 
-	s, err := cf.connect(ctx, stderr)
+	s, gws, log, err := cf.connectFront(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	var gws []jid.JID
-	if len(cf.gateways) > 0 {
-		if gws, err = s.gateways(ctx); err != nil {
-			return err
-		}
-	}
-	level := slog.LevelWarn
-	if cf.verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	f, err := a2afront.New(s.client, a2afront.Options{
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,

@@ -80,11 +80,7 @@ func (f *callerFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 		}
 		tlsCfg.RootCAs = pool
 	}
-	level := slog.LevelWarn
-	if f.verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := f.logger(stderr)
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := xmppclient.Dial(dialCtx, xmppclient.Options{
@@ -96,6 +92,34 @@ func (f *callerFlags) connect(ctx context.Context, stderr io.Writer) (*session, 
 	c := agentclient.New(conn, log)
 	c.IQTimeout = f.timeout
 	return &session{conn: conn, client: c, flags: f}, nil
+}
+
+// logger writes diagnostics to stderr: warnings, or everything with -v.
+func (f *callerFlags) logger(stderr io.Writer) *slog.Logger {
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// connectFront is the common start of the caller fronts (`mcp`, `a2a`):
+// the logged-in session, the --gateway JIDs (nil without the flag: the
+// fronts' catalog then discovers gateways on every refresh) and the
+// diagnostics logger.
+func (f *callerFlags) connectFront(ctx context.Context, stderr io.Writer) (*session, []jid.JID, *slog.Logger, error) {
+	s, err := f.connect(ctx, stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var gws []jid.JID
+	if len(f.gateways) > 0 {
+		if gws, err = s.gateways(ctx); err != nil {
+			s.Close()
+			return nil, nil, nil, err
+		}
+	}
+	return s, gws, f.logger(stderr), nil
 }
 
 func (f *callerFlags) password() (string, error) {

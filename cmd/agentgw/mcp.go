@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/callers/mcpfront"
 	"github.com/agentgw/agentgw/internal/config"
@@ -85,22 +83,11 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 
-	s, err := cf.connect(ctx, stderr)
+	s, gws, log, err := cf.connectFront(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	var gws []jid.JID
-	if len(cf.gateways) > 0 {
-		if gws, err = s.gateways(ctx); err != nil {
-			return err
-		}
-	}
-	level := slog.LevelWarn
-	if cf.verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	f := mcpfront.New(s.client, mcpfront.Options{
 		Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize, ListPageSize: *listPage,
 		Names: style, CancelWait: *cancelWait, Logger: log,

@@ -1,6 +1,7 @@
 // The tests of this area run one at a time (no t.Parallel): tracing is
 // process-wide (telemetry.Use, telemetry.Enabled), and a gateway that
 // starts or stops in a parallel test would switch it under another.
+
 package telemetry
 
 import (

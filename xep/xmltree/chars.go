@@ -37,6 +37,9 @@ func ValidText(s string) bool {
 // UTF-8 and every code point XML 1.0 cannot carry become U+FFFD. It is for
 // human-readable copies (disco names, form values, vCards) of data whose
 // exact form travels elsewhere, never for JSON payloads (see JSONText).
+// It keeps what XML can carry (controls such as CR, bidi overrides); text
+// a remote peer wrote that is shown to someone else goes through
+// internal/displaytext, which applies IsChar and stricter rules.
 func Sanitize(s string) string {
 	if ValidText(s) {
 		return s

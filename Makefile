@@ -22,8 +22,19 @@ vet:
 # and takes about half a second when everything is present); NO_DEPS=1
 # skips that on a machine without package access. go test prints the
 # closing line.
+#
+# go test runs up to -p packages at once and, inside a package, up to
+# -parallel tests that call t.Parallel() (the e2e/<area> suites: each test
+# owns its servers and ports). Both default to GOMAXPROCS; on the 2-core
+# machine that is -p 2 -parallel 2, written out here so TEST_FLAGS can
+# change it (TEST_FLAGS='-p 1 -parallel 1' for a serial run). The longest
+# end-to-end areas are named first so they start first: the run's critical
+# path is the longest package, not the sum. The soak and the benchmarks
+# are not part of it: make soak, make bench.
+TEST_FLAGS ?= -p 2 -parallel 2
+E2E_FIRST ?= ./e2e/crash ./e2e/cluster ./e2e/mcp ./e2e/messaging ./e2e/a2a ./e2e/acc ./e2e/postgres
 test: $(if $(NO_DEPS),,deps) vet
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_FIRST) ./...
 
 deps:
 	bash scripts/install-deps.sh

@@ -25,7 +25,7 @@ import (
 // These tests wire the IM v2 side against the reference connector with a
 // recording Chat (the messaging package's side) and an in-process file
 // host standing in for the XEP-0363 service; the proof through Prosody is
-// in internal/gatewaytest.
+// in e2e/messaging.
 
 const inbox = "alice@example.test"
 

@@ -20,7 +20,7 @@ import (
 )
 
 // Unit tests of the pure logic, with a recording sender; the wire is
-// tested through Prosody in internal/gatewaytest (messaging_e2e_test.go).
+// tested through Prosody in e2e/messaging (messaging_e2e_test.go).
 
 type recSender struct {
 	mu   sync.Mutex

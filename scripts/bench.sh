@@ -59,45 +59,45 @@ load start
 # Admission through Prosody and its trivial-component baseline, three times
 # each, alternating (the report takes medians), then the parts alone.
 for i in 1 2 3; do
-	bench internal/gatewaytest 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|AdmissionBaselineEvents|Admission|AdmissionLongRunning)$' -benchtime 4s
+	bench e2e/bench 3m -run '^$' -bench 'Benchmark(AdmissionBaseline|AdmissionBaselineEvents|Admission|AdmissionLongRunning)$' -benchtime 4s
 done
 bench tasks 3m -run '^$' -bench 'BenchmarkAdmit(NoPersist)?$' -benchtime 3s
 bench component 3m -run '^$' -bench 'BenchmarkIQRoundTrip$' -benchtime 2s
 # Echo end to end through XMPP, MCP and connector, against direct calls.
-bench internal/gatewaytest 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
+bench e2e/bench 6m -run '^$' -bench 'Benchmark(MCPEcho|MCPEchoXMPPCeiling|ConnectorEcho)$' -benchtime 1x
 bench mcpbridge 3m -run '^$' -bench 'BenchmarkEcho(Backend|Direct)$' -benchtime 2s
 # CPU per echo task of the gateway process beside the trivial component's,
 # each a process of its own (issue 23 item 3).
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkEchoCPU$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkEchoCPU$' -benchtime 1x
 # The latency breakdown of the echo call from its OpenTelemetry spans, and
 # the cost of the instrumentation with tracing off (issue 23).
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkMCPEchoStages$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkMCPEchoStages$' -benchtime 1x
 bench internal/telemetry 2m -run '^$' -bench 'BenchmarkStageOffVsBare$' -benchtime 3000x
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench callers/mcpfront 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
 # agent-control-center runs through the gateway against the connector called directly.
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a
 # trivial component echoing the same exchange.
-bench internal/gatewaytest 3m -run '^$' -bench 'BenchmarkChat(RoundTripBaseline|RoundTrip|ThroughputBaseline|Throughput)$' -benchtime 3s
+bench e2e/bench 3m -run '^$' -bench 'BenchmarkChat(RoundTripBaseline|RoundTrip|ThroughputBaseline|Throughput)$' -benchtime 3s
 # Directory at scale, concurrency and recovery.
 bench directory 3m -run '^TestMemory10000Endpoints$' -v -bench 'BenchmarkList50Of10000$' -benchtime 1s
 bench directory/dirxmpp 5m -run '^$' -bench 'BenchmarkDirectoryPage50Of10000$' -benchtime 1s
 # One process each, so that RSS and heap figures are their own.
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkDirectory10k$' -benchtime 1x
 # Directory scale (issue 23): 100,000 endpoints beside the empty gateway.
-bench internal/gatewaytest 6m -run '^$' -bench 'BenchmarkDirectory100k$' -benchtime 1x
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
+bench e2e/bench 6m -run '^$' -bench 'BenchmarkDirectory100k$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000$' -benchtime 1x
 # The same event waves through the XMPP path alone (trivial component), and
 # the engine's commit of them alone (no XMPP): the parts of the lag goal.
-bench internal/gatewaytest 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000XMPPCeiling$' -benchtime 1x
+bench e2e/bench 4m -run '^$' -bench 'BenchmarkConcurrentTasks1000XMPPCeiling$' -benchtime 1x
 bench tasks 3m -run '^$' -bench 'BenchmarkProgressWave$' -benchtime 1x
-bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
+bench e2e/bench 5m -run '^$' -bench 'BenchmarkRecovery$' -benchtime 1x
 # The store drivers side by side: admissions and MCP echo on PostgreSQL
 # against SQLite in the same run (ratio postgres/sqlite).
 bench tasks 3m -run '^$' -bench 'BenchmarkAdmitPostgresVsSQLite$' -benchtime 3s
-bench internal/gatewaytest 5m -run '^$' -bench 'BenchmarkMCPEchoPostgresVsSQLite$' -benchtime 1x
+bench e2e/bench 5m -run '^$' -bench 'BenchmarkMCPEchoPostgresVsSQLite$' -benchtime 1x
 # Cluster mode: admissions with 1, 2 and 3 instances on one PostgreSQL, and
 # the takeover after a crash (docs/cluster.md).
 bench tasks 4m -run '^$' -bench 'BenchmarkClusterAdmit$' -benchtime 2s

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the soak test (TestSoak in internal/gatewaytest) for SOAK_DURATION
+# Runs the soak test (TestSoak in e2e/soak) for SOAK_DURATION
 # (default 20m) against `agentgw serve` as a subprocess, and writes the
 # recorded curve to docs/soak.md (SOAK_DOC overrides the path). The test
 # itself fails on sustained growth of RSS, live heap, goroutines, open
@@ -35,7 +35,7 @@ timeout=$((secs + 600))s
 echo "soak: running for $duration (go test -timeout $timeout); samples go to $doc"
 status=0
 SOAK_DURATION=$duration SOAK_OUT=$work/soak.csv SOAK_REPORT=$work/soak-report.md \
-	go test -count=1 -run '^TestSoak$' -timeout "$timeout" -v ./internal/gatewaytest 2>&1 | tee "$work/soak.log" || status=$?
+	go test -count=1 -run '^TestSoak$' -timeout "$timeout" -v ./e2e/soak 2>&1 | tee "$work/soak.log" || status=$?
 
 if [ ! -s "$work/soak-report.md" ]; then
 	echo "soak: the test wrote no report (exit $status); $doc left unchanged" >&2
@@ -47,10 +47,12 @@ fi
 	cat <<'EOF'
 # Soak test
 
-`make soak` (scripts/soak.sh) runs `TestSoak` in `internal/gatewaytest`
+`make soak` (scripts/soak.sh) runs `TestSoak` in `e2e/soak`
 for `SOAK_DURATION` (default 20m) and rewrites this file with the curve.
-Under `CI=true` the same test runs for 2 minutes as a smoke test with a
-sample every 10 s; `go test -short` skips it.
+The test runs only when `SOAK_DURATION` is set, so `make test` (and CI,
+which runs `make test`) no longer runs it; `SOAK_DURATION=2m make soak`
+is the short smoke run (a sample every 10 s, looser growth limits), and
+`go test -short` skips it.
 
 ## What runs
 

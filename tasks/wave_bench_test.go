@@ -36,7 +36,7 @@ func (n *waveNotifier) Notify(ev tasks.Event) {
 }
 
 // BenchmarkProgressWave is the engine's part of BenchmarkConcurrentTasks1000
-// (internal/gatewaytest) without XMPP: 1,000 running tasks report progress
+// (e2e/bench) without XMPP: 1,000 running tasks report progress
 // at the same instant, five times 200 ms apart, then complete. It reports
 // the Run call's latency (the commit) and the time from the report to the
 // notifier's receipt of the committed event, p50 and p99.

@@ -4,7 +4,7 @@ package a2afront_test
 // JS SDK (@a2a-js/sdk, its v0.3 JSON-RPC transport, testdata/a2a/client.mjs)
 // talks to a built `agentgw a2a`, which logs into a private Prosody and
 // calls a running agentgw gateway whose agents are scripted
-// (internal/gatewaytest) or backed by server-everything over MCP.
+// (testkit/e2e) or backed by server-everything over MCP.
 
 import (
 	"bufio"
@@ -25,9 +25,9 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/gatewaytest"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
+	gatewaytest "github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 

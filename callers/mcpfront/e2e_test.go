@@ -3,7 +3,7 @@ package mcpfront_test
 // End-to-end proof of the MCP front with real parts only: the official
 // TypeScript SDK client (testdata/mcpfront/client.mjs) and the MCP
 // Inspector CLI talk to a built `agentgw mcp`, which logs into a private
-// Prosody and calls a running agentgw gateway (internal/gatewaytest), whose
+// Prosody and calls a running agentgw gateway (testkit/e2e), whose
 // agents are scripted or backed by server-everything over MCP.
 
 import (
@@ -26,10 +26,10 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/internal/config"
-	"github.com/agentgw/agentgw/internal/gatewaytest"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
+	gatewaytest "github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 

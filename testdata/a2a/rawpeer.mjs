@@ -1,7 +1,7 @@
 // A raw A2A 0.3 JSON-RPC server (node's http module, no SDK) that writes
 // the SSE frames itself, so it can send what the SDKs refuse to build:
 // results the bridge cannot carry. The peer behind [agents.a2a] in
-// internal/gatewaytest's TestA2ABackendUnreadableResults. Skills (the
+// e2e/a2a's TestA2ABackendUnreadableResults. Skills (the
 // message metadata "agentgw/skill"):
 //   oddpart — one artifact whose part has an unknown kind ("video");
 //   big     — one artifact event with a text of 200 KiB (over a 64 KiB

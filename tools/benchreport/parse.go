@@ -10,7 +10,7 @@ import (
 )
 
 // modulePath is stripped from "pkg:" lines, so results are keyed by the
-// package directory ("internal/gatewaytest").
+// package directory ("e2e/bench").
 const modulePath = "github.com/agentgw/agentgw/"
 
 // Results holds every metric of every benchmark line, by package directory

@@ -9,7 +9,7 @@ import (
 
 const sample = `goos: linux
 goarch: amd64
-pkg: github.com/agentgw/agentgw/internal/gatewaytest
+pkg: github.com/agentgw/agentgw/e2e/bench
 cpu: AMD EPYC
 BenchmarkAdmissionBaseline-2   	   10000	   1924637 ns/op	       500.0 admissions/s	        16.02 p50-ms	      1860 p99-ms
 BenchmarkAdmissionBaselineEvents-2   	    1000	   2788099 ns/op	       240.0 admissions/s	        16.02 p50-ms	      1860 p99-ms
@@ -31,13 +31,13 @@ func TestParseAndEvaluate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := res.Get("internal/gatewaytest", "BenchmarkAdmission", "admissions/s"); !ok || v != 200 {
+	if v, ok := res.Get("e2e/bench", "BenchmarkAdmission", "admissions/s"); !ok || v != 200 {
 		t.Fatalf("admissions/s = %v %v", v, ok)
 	}
 	if v, _ := res.Get("directory", "BenchmarkList50Of10000/after-middle", "ns/op"); v != 14000 {
 		t.Fatalf("median of repeated runs = %v, want 14000", v)
 	}
-	if len(res.Failed) != 1 || res.Failed[0] != "internal/gatewaytest BenchmarkRecovery" {
+	if len(res.Failed) != 1 || res.Failed[0] != "e2e/bench BenchmarkRecovery" {
 		t.Fatalf("failed = %v", res.Failed)
 	}
 	byID := map[string]Outcome{}
@@ -106,7 +106,7 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
 		"| Admission, against the XMPP path's own limit for the same stanzas | 200 admissions/s | 240 admissions/s",
 		"## Machine",
 		"- CPUs (nproc): ",
-		"Failed benchmarks: internal/gatewaytest BenchmarkRecovery.",
+		"Failed benchmarks: e2e/bench BenchmarkRecovery.",
 	} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("report lacks %q", want)
@@ -118,7 +118,7 @@ Showing nodes accounting for 3s, 93.75% of 3.2s total
 }
 
 func TestStageBreakdown(t *testing.T) {
-	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/internal/gatewaytest\n" +
+	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/e2e/bench\n" +
 		"BenchmarkMCPEchoStages-2   	       1	5992065775 ns/op	         1.593 admission-commit-p50-ms	        16.43 admission-commit-p99-ms	  4.492 backend-p50-ms	        26.33 backend-p99-ms	 2.0 p50-ms	 2.2 traced-p50-ms\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestStageBreakdown(t *testing.T) {
 // admission misses (85 %) with CPU figures, MCP 32 callers meets (90 %),
 // MCP 1 caller misses (3×) with a stages breakdown, the event lag misses
 // (129 ms) beside a ceiling that meets (40 ms), the 10k directory meets.
-const goalSample = `pkg: github.com/agentgw/agentgw/internal/gatewaytest
+const goalSample = `pkg: github.com/agentgw/agentgw/e2e/bench
 BenchmarkAdmissionBaseline-2   	  1000	  1 ns/op	 2000 admissions/s	 40 gotest-cpu-%	 90 server-cpu-%
 BenchmarkAdmissionBaselineEvents-2   	  1000	  1 ns/op	 1000 admissions/s	 50 gotest-cpu-%	 98 server-cpu-%
 BenchmarkAdmission-2   	  1000	  1 ns/op	 850 admissions/s	 100 gotest-cpu-%	 80 server-cpu-%
@@ -234,7 +234,7 @@ func TestGoalRows(t *testing.T) {
 }
 
 func TestDirCosts(t *testing.T) {
-	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/internal/gatewaytest\n" +
+	res, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/e2e/bench\n" +
 		"BenchmarkDirectory100k-2   	 1	 1 ns/op	 300 peak-rss-MB	 24 empty-rss-MB	 2.5 empty-ready-s	 4 ready-s	 150 registry-heap-MB\n"))
 	if err != nil {
 		t.Fatal(err)

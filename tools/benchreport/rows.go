@@ -216,7 +216,7 @@ func num(v float64) string {
 }
 
 const (
-	gwt   = "internal/gatewaytest"
+	gwt   = "e2e/bench"
 	front = "callers/mcpfront"
 )
 

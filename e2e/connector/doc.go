@@ -1,0 +1,2 @@
+// Package connector tests an xAgent connector agent through Prosody.
+package connector

@@ -1,0 +1,2 @@
+// Package hostile tests hostile inputs through Prosody.
+package hostile

@@ -1,0 +1,2 @@
+// Package messaging tests human messaging end to end: blocking, IM connectors, the inbox.
+package messaging

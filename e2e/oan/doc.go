@@ -1,0 +1,2 @@
+// Package oan tests openAgentNetwork agents and owners end to end.
+package oan

@@ -1,0 +1,2 @@
+// Package secrets tests the secrets audit end to end (SQLite, host, PostgreSQL DSN).
+package secrets

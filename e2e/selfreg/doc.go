@@ -1,0 +1,2 @@
+// Package selfreg tests agentgw host and self-registration end to end.
+package selfreg

@@ -77,11 +77,12 @@ is the short smoke run (a sample every 10 s, looser growth limits), and
   (a 30 s operation cancelled once running) and replay (one request-id
   invoked twice, and again after settling: one task). Every outcome is
   checked; any unexpected one fails the run.
-- Input calls run one at a time at `asker`: server-everything speaks an
-  MCP version whose `elicitation/create` does not name its tool call, so
-  with two calls in flight at one server the bridge refuses to guess
-  (`agentgw:unattributed-elicitation`) rather than show a caller another
-  call's question.
+- Input calls run one at a time at `asker`, as they did when the bridge
+  refused to guess whose question an `elicitation/create` was. Since the
+  session pool (`[agents.mcp] max_sessions`, docs/mcp-bridge.md) every
+  call has a server session of its own and concurrent input calls are
+  attributed with certainty (e2e/mcp `TestMCPInputConcurrent*`); the soak
+  workload was not changed and has not been re-run with the pool.
 
 ## Method and limits
 

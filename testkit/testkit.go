@@ -10,6 +10,8 @@ package testkit
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,4 +49,21 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// StopOnCleanup ends a started child process when the test ends: SIGTERM,
+// then SIGKILL and a test error if it has not exited within 20 s (a
+// program that ignores SIGTERM is a finding, not noise).
+func StopOnCleanup(tb testing.TB, cmd *exec.Cmd, what string) {
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			tb.Errorf("%s did not exit on SIGTERM", what)
+		}
+	})
 }

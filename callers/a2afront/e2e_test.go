@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,17 +102,7 @@ func (x *e2e) startA2A(tb testing.TB) string {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			tb.Errorf("agentgw a2a did not exit on SIGTERM")
-		}
-	})
+	testkit.StopOnCleanup(tb, cmd, "agentgw a2a")
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -344,17 +343,7 @@ func (x *e2e) startHTTPArgs(tb testing.TB, extra []string, env ...string) (strin
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			tb.Errorf("agentgw mcp --http did not exit on SIGTERM")
-		}
-	})
+	testkit.StopOnCleanup(tb, cmd, "agentgw mcp --http")
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

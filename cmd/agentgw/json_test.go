@@ -122,3 +122,39 @@ func stringOf(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// doctor --json prints the same checks as its lines, as one JSON array,
+// and still exits 1 when one fails.
+func TestDoctorJSON(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agentgw.toml")
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("s3cret-doctor-json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "[xmpp]\ncomponent_domain = \"agents.example.test\"\nserver = \"" + closedPort(t) + "\"\nsecret_file = \"secret\"\n[store]\npath = \"agentgw.db\"\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"doctor", "--json", "--timeout", "1s", "--config", path}, &out, &errb)
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the server is down)", code)
+	}
+	var checks []struct{ Status, Check, Message string }
+	if err := json.Unmarshal(out.Bytes(), &checks); err != nil {
+		t.Fatalf("not one JSON array: %v\n%s", err, out.String())
+	}
+	byCheck := map[string]string{}
+	for _, c := range checks {
+		byCheck[c.Check] = c.Status
+	}
+	for check, want := range map[string]string{"config": "ok", "component secret": "ok", "xmpp server": "fail", "store": "ok"} {
+		if byCheck[check] != want {
+			t.Errorf("check %q: %q, want %q (all: %+v)", check, byCheck[check], want, checks)
+		}
+	}
+	if strings.Contains(out.String(), "s3cret-doctor-json") {
+		t.Error("the JSON carries the component secret")
+	}
+}

@@ -100,3 +100,25 @@ func TestCompletionScripts(t *testing.T) {
 		t.Errorf("completion tcsh: exit %d, %q", code, errb.String())
 	}
 }
+
+// Every command is in the README's CLI reference.
+func TestREADMENamesEveryCommand(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(readme), "## CLI reference")
+	if i < 0 {
+		t.Fatal("README has no CLI reference section")
+	}
+	ref := string(readme[i:])
+	if j := strings.Index(ref[3:], "\n## "); j >= 0 {
+		ref = ref[:j+3]
+	}
+	for _, c := range commands {
+		if !strings.Contains(ref, "`agentgw "+c.name) {
+			t.Errorf("the README's CLI reference lacks agentgw %s", c.name)
+		}
+	}
+}

@@ -103,6 +103,13 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		}
 	}()
 
+	if s := b.current(); s != nil && s.taskAugmented(call.Tool) {
+		// A task of the server's own: attributed by its id, so the call
+		// shares the supervised session (taskcall.go).
+		b.executeTask(ctx, s, call, st)
+		return
+	}
+
 	s, shared, err := b.acquire(st.ctx)
 	if err != nil {
 		switch {
@@ -322,8 +329,18 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 	token, _ := req.Params.ProgressToken.(string)
 	st := s.call(token)
 	if st == nil {
+		if tc := b.remoteByToken(token); tc != nil {
+			st = tc.st
+		}
+	}
+	if st == nil {
 		return
 	}
+	b.progress(st, req.Params)
+}
+
+// progress turns one notifications/progress into task progress.
+func (b *Backend) progress(st *callState, p *mcp.ProgressNotificationParams) {
 	defer func() {
 		st.handled.Add(1)
 		select {
@@ -331,7 +348,6 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 		default:
 		}
 	}()
-	p := req.Params
 	var pr tasks.Progress
 	st.pmu.Lock()
 	if p.Total > 0 && !math.IsNaN(p.Progress) && !math.IsInf(p.Progress, 0) && !math.IsInf(p.Total, 0) {
@@ -364,11 +380,26 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		// request; a context carrying another call must not decide.
 		st = nil
 	}
+	return b.elicit(ctx, s, st, req.Params)
+}
+
+// elicit carries one elicitation as an input request. A request with
+// related-task metadata (MCP Tasks) belongs to the task it names, and to
+// nothing else; without it, to the call its context carries or the
+// session's sole call.
+func (b *Backend) elicit(ctx context.Context, s *session, st *callState, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	why := "unknown session"
+	if id, ok := relatedTask(p.Meta); ok {
+		tc := b.remoteCall(id)
+		if tc == nil {
+			b.unknownTask("elicitation/create")
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw has no task with this related-task id"}
+		}
+		st = tc.st
+	}
 	if st == nil && s != nil {
 		st, why = s.soleCall()
 	}
-	p := req.Params
 	mode := p.Mode
 	if mode == "" && p.URL != "" {
 		mode = "url"

@@ -78,6 +78,21 @@ func (b *Backend) buildManifest(ctx context.Context, s *session) (*built, error)
 	if err != nil {
 		return nil, err
 	}
+	support := map[string]string{}
+	for _, raw := range raws {
+		var t struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Name != "" {
+			support[t.Name] = t.Execution.TaskSupport
+		}
+	}
+	s.mu.Lock()
+	s.taskSupport = support
+	s.mu.Unlock()
 	return b.assemble(s.state, raws)
 }
 

@@ -89,7 +89,8 @@ func (p *process) stop() {
 type stdioTransport struct {
 	b    *Backend
 	tap  *tap
-	proc *process // set by Connect
+	proc *process    // set by Connect
+	conn *ndjsonConn // set by Connect
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -148,7 +149,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	}()
 
-	return newNDJSONConn(outR, &procStdin{p: p}, mcp.DefaultMaxLineLength, t.tap.incoming, t.tap.outgoing), nil
+	t.conn = newNDJSONConn(outR, &procStdin{p: p}, mcp.DefaultMaxLineLength, t.tap.incoming, t.tap.outgoing)
+	return t.conn, nil
 }
 
 // procStdin closes the server by the stop sequence when the SDK closes the

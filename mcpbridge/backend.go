@@ -129,6 +129,7 @@ type Backend struct {
 	remoteTokens   map[string]*taskCall
 	unknownLogged  atomic.Bool
 	unknownDropped atomic.Int64
+	leftBehind     atomic.Int64 // HTTP tasks left running at shutdown
 
 	// observe, when set before Start (tests), sees every JSON-RPC frame.
 	observe func(out bool, frame []byte)

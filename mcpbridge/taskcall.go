@@ -117,16 +117,7 @@ func (s *session) taskAugmented(tool string) bool {
 	if s.proc != nil && s.nd == nil {
 		return false
 	}
-	var caps struct {
-		List     json.RawMessage `json:"list"`
-		Cancel   json.RawMessage `json:"cancel"`
-		Requests struct {
-			Tools struct {
-				Call json.RawMessage `json:"call"`
-			} `json:"tools"`
-		} `json:"requests"`
-	}
-	if json.Unmarshal(s.state.capabilities["tasks"], &caps) != nil || caps.Requests.Tools.Call == nil {
+	if !serverTasks(s.state) {
 		return false
 	}
 	s.mu.Lock()
@@ -632,8 +623,12 @@ func (b *Backend) endTask(ctx context.Context, tc *taskCall) {
 			b.settle(run.Cancelled("Cancelled at the caller's request; the MCP server could not be told (tasks/cancel failed)."))
 		}
 	case ctx.Err() != nil:
-		// Shutdown: an HTTP task stays for Resume at the next start; the
-		// engine settles a stdio one interrupted.
+		// Shutdown: an HTTP task stays for Resume at the next start (its
+		// session is kept: keepSession); the engine settles a stdio one
+		// interrupted.
+		if tc.state.Transport == "http" {
+			b.leftBehind.Add(1)
+		}
 	case errors.Is(st.ctx.Err(), context.DeadlineExceeded):
 		b.cancelRemote(tc)
 		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeDeadlineExpired, Message: "The task deadline passed before the MCP server's task ended; it was cancelled."}))
@@ -700,6 +695,15 @@ func (b *Backend) settleTaskError(ctx context.Context, st *callState, s *session
 }
 
 var _ tasks.Resumer = (*Backend)(nil)
+
+// keepSession reports whether the HTTP session must outlive this process:
+// a task-augmented call runs in it, or one was left for Resume.
+func (b *Backend) keepSession() bool {
+	b.mu.Lock()
+	n := len(b.remote)
+	b.mu.Unlock()
+	return n > 0 || b.leftBehind.Load() > 0
+}
 
 // unknownCount reports the messages dropped for naming unknown tasks
 // (tests).

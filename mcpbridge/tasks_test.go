@@ -128,3 +128,71 @@ func TestTaskResearchHTTPConcurrentQuestions(t *testing.T) {
 		checkResearch(t, r, "topic-"+c+" ("+c+")")
 	}
 }
+
+// sentMethod reports whether the bridge sent a request of method, and the
+// server answered it with a result containing want.
+func answered(frames []frame, method, want string) bool {
+	ids := map[string]bool{}
+	for _, f := range frames {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(f.data, &m) != nil {
+			continue
+		}
+		if f.out && m.Method == method {
+			ids[string(m.ID)] = true
+		}
+		if !f.out && m.Method == "" && ids[string(m.ID)] && strings.Contains(string(m.Result), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTaskCancelAndDeadlineStdio: an XMPP cancellation and a passed
+// deadline reach server-everything's task as tasks/cancel, which the server
+// acknowledges (status cancelled).
+func TestTaskCancelAndDeadlineStdio(t *testing.T) {
+	t.Parallel()
+	s := start(t, stdioAgent(everythingCmd(t)), nil)
+	r := newFakeRun()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.b.Execute(context.Background(), tasks.Call{TaskID: "t-cancel", Tool: "simulate-research-query", Arguments: json.RawMessage(`{"topic":"tides"}`), Endpoint: testJID}, r)
+	}()
+	select {
+	case <-r.FirstProgress:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no progress")
+	}
+	close(r.CancelReq)
+	r.Wait(t, 30*time.Second)
+	<-done
+	if !strings.Contains(r.CancelReason, "tasks/cancel") || strings.Contains(r.CancelReason, "could not") {
+		t.Fatalf("want cancelled with the server told, got %s %q", r.Outcome(), r.CancelReason)
+	}
+	if !answered(s.framesCopy(), "tasks/cancel", `"cancelled"`) {
+		t.Error("no tasks/cancel answered with status cancelled on the wire")
+	}
+
+	r = newFakeRun()
+	s.b.Execute(context.Background(), tasks.Call{TaskID: "t-deadline", Tool: "simulate-research-query", Arguments: json.RawMessage(`{"topic":"tides"}`), Endpoint: testJID, Deadline: time.Now().Add(1500 * time.Millisecond)}, r)
+	r.Wait(t, 30*time.Second)
+	_, fail, _, _ := r.Snapshot()
+	if fail == nil || fail.Code != "deadline-expired" {
+		t.Fatalf("want deadline-expired, got %s %+v", r.Outcome(), fail)
+	}
+	n := 0
+	for _, f := range s.framesCopy() {
+		if f.out && strings.Contains(string(f.data), `"tasks/cancel"`) {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d tasks/cancel requests sent, want 2 (cancel, deadline)", n)
+	}
+}

@@ -399,6 +399,11 @@ func (b *Backend) elicit(ctx context.Context, s *session, st *callState, p *mcp.
 	}
 	if st == nil && s != nil {
 		st, why = s.soleCall()
+		if st != nil && b.taskCallsOn(s) {
+			// A task's question must name its task; without the
+			// metadata it could be any task's on this session.
+			st, why = nil, "task-augmented calls share the session and the request names no task"
+		}
 	}
 	mode := p.Mode
 	if mode == "" && p.URL != "" {

@@ -79,6 +79,7 @@ func terminalStatus(s string) bool { return s == "completed" || s == "failed" ||
 
 // taskCall is one task-augmented call in flight.
 type taskCall struct {
+	sess  *session // nil for a resumed call (its own HTTP wire)
 	st    *callState
 	state remoteState
 	wire  taskWire
@@ -173,6 +174,18 @@ func (b *Backend) unregister(tc *taskCall) {
 	}
 }
 
+// taskCallsOn reports whether task-augmented calls are in flight on s.
+func (b *Backend) taskCallsOn(s *session) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, tc := range b.remote {
+		if tc.sess == s {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *Backend) remoteCall(taskID string) *taskCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -256,7 +269,7 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 	if created.Task.PollInterval != nil && *created.Task.PollInterval > 0 {
 		rs.Poll = int64(*created.Task.PollInterval)
 	}
-	tc := &taskCall{st: st, state: rs, wire: w, wake: make(chan struct{}, 1), tokens: statusBurst, last: time.Now()}
+	tc := &taskCall{sess: s, st: st, state: rs, wire: w, wake: make(chan struct{}, 1), tokens: statusBurst, last: time.Now()}
 	if !b.register(tc) {
 		b.log.Warn("MCP server created a task with an id already in use; the call is refused")
 		b.cancelRemote(tc)

@@ -118,6 +118,18 @@ func settled(t *testing.T, ctx context.Context, c *agentclient.Client, ep jid.JI
 
 func TestMCPTaskSurvivesKill9HTTP(t *testing.T) {
 	t.Parallel()
+	testTaskSurvivesRestartHTTP(t, true)
+}
+
+// TestMCPTaskSurvivesGracefulRestartHTTP: the same through SIGTERM: the
+// task is left running for the next start, and its session (where the
+// server keeps the task) is not deleted.
+func TestMCPTaskSurvivesGracefulRestartHTTP(t *testing.T) {
+	t.Parallel()
+	testTaskSurvivesRestartHTTP(t, false)
+}
+
+func testTaskSurvivesRestartHTTP(t *testing.T, kill bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	counter := countCalls(t, everythingHTTP(t), researchTool)
@@ -131,21 +143,34 @@ func TestMCPTaskSurvivesKill9HTTP(t *testing.T) {
 	ep := e.Endpoint("everything")
 	acc := startResearch(t, ctx, c, ep, "tides")
 	killed := time.Now()
-	gw1.Kill()
+	how := "kill -9"
+	if kill {
+		gw1.Kill()
+	} else {
+		how = "SIGTERM"
+		gw1.Stop()
+	}
 
 	gw2 := e.Serve("gw2")
 	res := settled(t, ctx, c, ep, acc.TaskID)
 	took := time.Since(killed)
 	if res.State != "completed" || !strings.Contains(string(res.Payload), "Research Report: tides") {
-		t.Fatalf("after kill -9 and restart the task ended %s %.300s, want completed with the server's report", res.State, res.Payload)
+		t.Fatalf("after %s and restart the task ended %s %.300s, want completed with the server's report", how, res.State, res.Payload)
 	}
 	if n := counter.calls.Load(); n != 1 {
 		t.Fatalf("the tool was started %d times, want once", n)
 	}
-	if !strings.Contains(gw2.Log(), "MCP task re-attached after a restart") {
+	reattached := ""
+	for _, l := range strings.Split(gw2.Log(), "\n") {
+		if strings.Contains(l, "MCP task re-attached after a restart") {
+			reattached = l
+		}
+	}
+	if reattached == "" {
 		t.Errorf("the restarted gateway did not log the re-attachment:\n%s", e2e.Tail(gw2.Log(), 3000))
 	}
-	t.Logf("kill -9 mid-task: re-attached and completed %v after the kill; tools/call sent %d time(s)", took.Round(time.Millisecond), counter.calls.Load())
+	t.Logf("gw2: %s", reattached)
+	t.Logf("%s mid-task: re-attached and completed %v after the stop; tools/call sent %d time(s)", how, took.Round(time.Millisecond), counter.calls.Load())
 }
 
 func TestMCPTaskKill9StdioInterrupted(t *testing.T) {

@@ -93,17 +93,13 @@ func TestTaskResearchStdio(t *testing.T) {
 	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	checkResearch(t, research(t, s, "t-stdio", `{"topic":"tides"}`, newFakeRun()), "tides")
+	// Over stdio the questions reach the SDK's elicitation handler, which
+	// attributes them by related-task.
+	concurrentQuestions(t, s)
 }
 
-func TestTaskResearchHTTPConcurrentQuestions(t *testing.T) {
-	t.Parallel()
-	url := everythingHTTPProcess(t)
-	s := start(t, Options{JID: testJID, URL: url}, nil)
-	checkResearch(t, research(t, s, "t-http", `{"topic":"tides"}`, newFakeRun()), "tides")
-
-	// Three ambiguous calls at once, each answered with its own choice:
-	// every question reaches its own call (related-task), every answer
-	// its own task.
+func concurrentQuestions(t *testing.T, s *started) {
+	t.Helper()
 	choices := []string{"technical", "historical", "current"}
 	var wg sync.WaitGroup
 	runs := make([]*fakeRun, len(choices))
@@ -129,7 +125,19 @@ func TestTaskResearchHTTPConcurrentQuestions(t *testing.T) {
 	}
 }
 
-// sentMethod reports whether the bridge sent a request of method, and the
+func TestTaskResearchHTTPConcurrentQuestions(t *testing.T) {
+	t.Parallel()
+	url := everythingHTTPProcess(t)
+	s := start(t, Options{JID: testJID, URL: url}, nil)
+	checkResearch(t, research(t, s, "t-http", `{"topic":"tides"}`, newFakeRun()), "tides")
+
+	// Three ambiguous calls at once, each answered with its own choice:
+	// every question reaches its own call (related-task), every answer
+	// its own task.
+	concurrentQuestions(t, s)
+}
+
+// answered reports whether the bridge sent a request of method, and the
 // server answered it with a result containing want.
 func answered(frames []frame, method, want string) bool {
 	ids := map[string]bool{}

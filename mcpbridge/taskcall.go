@@ -567,6 +567,11 @@ func (b *Backend) waitTask(ctx context.Context, tc *taskCall, resumed bool) {
 				b.endTask(ctx, tc)
 				return
 			}
+			if errors.Is(o.err, errWireClosed) {
+				b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server stopped before its task ended.", Retryable: true}))
+				st.cancel()
+				return
+			}
 			// The answer stream broke (the server restarted its stream,
 			// a proxy cut it): ask again after a poll.
 			go func() {
@@ -607,6 +612,12 @@ func (b *Backend) waitTask(ctx context.Context, tc *taskCall, resumed bool) {
 			var rerr *jsonrpc.Error
 			if errors.As(err, &rerr) || errors.Is(err, errSessionGone) {
 				b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server no longer knows its task.", Retryable: true}))
+				st.cancel()
+				return
+			}
+			if errors.Is(err, errWireClosed) {
+				// A stdio server that exited took its task along.
+				b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server stopped before its task ended.", Retryable: true}))
 				st.cancel()
 				return
 			}

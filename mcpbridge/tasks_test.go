@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,4 +204,36 @@ func TestTaskCancelAndDeadlineStdio(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d tasks/cancel requests sent, want 2 (cancel, deadline)", n)
 	}
+}
+
+// TestTaskStdioServerDies: a stdio server that dies mid-task fails its
+// task unavailable (retryable) at once, not after polls time out.
+func TestTaskStdioServerDies(t *testing.T) {
+	t.Parallel()
+	s := start(t, stdioAgent(everythingCmd(t)), nil)
+	r := newFakeRun()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.b.Execute(context.Background(), tasks.Call{TaskID: "t-die", Tool: "simulate-research-query", Arguments: json.RawMessage(`{"topic":"tides"}`), Endpoint: testJID}, r)
+	}()
+	select {
+	case <-r.FirstProgress:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no progress")
+	}
+	killed := time.Now()
+	if err := syscall.Kill(-s.b.current().proc.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.Wait(t, 30*time.Second)
+	<-done
+	_, fail, _, _ := r.Snapshot()
+	if fail == nil || fail.Code != "unavailable" || !fail.Retryable {
+		t.Fatalf("want unavailable (retryable), got %s %+v", r.Outcome(), fail)
+	}
+	if d := time.Since(killed); d > 5*time.Second {
+		t.Errorf("the task failed %v after the server died", d)
+	}
+	t.Logf("stdio server killed mid-task: %s after %v", fail.Message, time.Since(killed).Round(time.Millisecond))
 }

@@ -105,11 +105,20 @@ func (b *batch) resume(id string, rs Resumer, state []byte) error {
 			tool = &toolInfo{outputSchema: tl.OutputSchema}
 		}
 	}
-	if tool == nil || (t.State != agentproto.StateRunning && t.State != agentproto.StateCancelling) || b.e.closing.Load() {
+	msg := ""
+	switch {
+	case t.State != agentproto.StateRunning && t.State != agentproto.StateCancelling:
 		// Waiting for input: the question was asked of the gateway that
 		// stopped, and the answer has nowhere to go.
+		msg = "The gateway restarted while the task was waiting for input."
+	case tool == nil:
+		msg = "The gateway restarted while the task was running, and its pinned manifest is no longer available."
+	case b.e.closing.Load():
+		msg = "The gateway restarted while the task was running."
+	}
+	if msg != "" {
 		b.onCommit(func() { rs.Forget(call, state) })
-		return b.fail(t, Failure{Code: agentproto.CodeInterrupted, Message: "The gateway restarted while the task was waiting for input.", Retryable: true})
+		return b.fail(t, Failure{Code: agentproto.CodeInterrupted, Message: msg, Retryable: true})
 	}
 	cancelling := t.State == agentproto.StateCancelling
 	b.onCommit(func() {

@@ -395,6 +395,13 @@ func (b *Backend) elicit(ctx context.Context, s *session, st *callState, p *mcp.
 			b.unknownTask("elicitation/create")
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw has no task with this related-task id"}
 		}
+		select {
+		case <-tc.ready: // the handle is committed
+		case <-tc.st.ctx.Done():
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		case <-ctx.Done():
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		}
 		st = tc.st
 	}
 	if st == nil && s != nil {

@@ -84,6 +84,9 @@ type taskCall struct {
 	state remoteState
 	wire  taskWire
 	wake  chan struct{} // a status notification arrived
+	// ready is closed once the handle is committed: nothing the server
+	// says about the task reaches the XMPP task before that.
+	ready chan struct{}
 
 	mu         sync.Mutex
 	lastMsg    string
@@ -171,6 +174,15 @@ func (b *Backend) unregister(tc *taskCall) {
 	}
 	if b.remoteTokens[tc.state.Token] == tc {
 		delete(b.remoteTokens, tc.state.Token)
+	}
+}
+
+func (tc *taskCall) committed() bool {
+	select {
+	case <-tc.ready:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -269,7 +281,7 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 	if created.Task.PollInterval != nil && *created.Task.PollInterval > 0 {
 		rs.Poll = int64(*created.Task.PollInterval)
 	}
-	tc := &taskCall{sess: s, st: st, state: rs, wire: w, wake: make(chan struct{}, 1), tokens: statusBurst, last: time.Now()}
+	tc := &taskCall{sess: s, st: st, state: rs, wire: w, wake: make(chan struct{}, 1), ready: make(chan struct{}), tokens: statusBurst, last: time.Now()}
 	if !b.register(tc) {
 		b.log.Warn("MCP server created a task with an id already in use; the call is refused")
 		b.cancelRemote(tc)
@@ -290,6 +302,7 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 			return
 		}
 	}
+	close(tc.ready)
 	b.relayStatus(tc, created.Task)
 	b.waitTask(ctx, tc, false)
 }
@@ -330,7 +343,8 @@ func (b *Backend) Resume(ctx context.Context, call tasks.Call, state []byte, run
 		defer c2()
 	}
 	st.ctx, st.cancel = context.WithValue(cctx, callKey{}, st), cancel
-	tc := &taskCall{st: st, state: rs, wire: w, wake: make(chan struct{}, 1), tokens: statusBurst, last: time.Now()}
+	tc := &taskCall{st: st, state: rs, wire: w, wake: make(chan struct{}, 1), ready: make(chan struct{}), tokens: statusBurst, last: time.Now()}
+	close(tc.ready) // resumed: committed before the restart
 	// The server must still know the task.
 	var t *remoteTask
 	for attempt := 0; ; attempt++ {
@@ -408,7 +422,7 @@ func (b *Backend) cancelRemote(tc *taskCall) bool {
 // relayStatus turns a task's status message into task progress, once per
 // distinct message.
 func (b *Backend) relayStatus(tc *taskCall, t *remoteTask) {
-	if t == nil || tc.st == nil {
+	if t == nil || tc.st == nil || !tc.committed() {
 		return
 	}
 	msg := safeText(b.red, t.StatusMessage, maxMessage)

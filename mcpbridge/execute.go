@@ -40,6 +40,12 @@ type callState struct {
 	gone            atomic.Bool            // the session ended
 	unsupported     atomic.Pointer[string] // first declined feature's code
 
+	// imu orders a task call's status relay with its questions: while an
+	// input request is pending nothing else is committed, because a
+	// revision moved under it would make the caller's answer conflict.
+	imu    sync.Mutex
+	asking bool
+
 	pmu         sync.Mutex
 	lastPercent float64
 	handled     atomic.Int64  // progress notifications handled
@@ -330,10 +336,8 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 	st := s.call(token)
 	if st == nil {
 		if tc := b.remoteByToken(token); tc != nil {
-			st = tc.st
+			b.taskProgress(tc, req.Params)
 		}
-	}
-	if st == nil {
 		return
 	}
 	b.progress(st, req.Params)
@@ -446,7 +450,13 @@ func (b *Backend) elicit(ctx context.Context, s *session, st *callState, p *mcp.
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 
+	st.imu.Lock()
+	st.asking = true
+	st.imu.Unlock()
 	answer, err := st.run.RequestInput(ictx, tasks.InputRequest{Question: q, Schema: schema})
+	st.imu.Lock()
+	st.asking = false
+	st.imu.Unlock()
 	switch {
 	case err == nil:
 		var content map[string]any

@@ -432,13 +432,35 @@ func (b *Backend) relayStatus(tc *taskCall, t *remoteTask) {
 		tc.lastMsg = msg
 	}
 	tc.mu.Unlock()
-	if same || terminalStatus(t.Status) {
+	if same || terminalStatus(t.Status) || t.Status == "input_required" {
+		// The question itself carries input_required.
 		return
 	}
-	if err := tc.st.run.Progress(tasks.Progress{Message: msg}); errors.Is(err, tasks.ErrSettled) {
-		tc.st.settled.Store(true)
-		tc.st.cancel()
+	st := tc.st
+	st.imu.Lock()
+	defer st.imu.Unlock()
+	if st.asking {
+		return
 	}
+	if err := st.run.Progress(tasks.Progress{Message: msg}); errors.Is(err, tasks.ErrSettled) {
+		st.settled.Store(true)
+		st.cancel()
+	}
+}
+
+// taskProgress relays a task call's progress notification, unless a
+// question is pending (see callState.imu).
+func (b *Backend) taskProgress(tc *taskCall, p *mcp.ProgressNotificationParams) {
+	if !tc.committed() {
+		return
+	}
+	st := tc.st
+	st.imu.Lock()
+	defer st.imu.Unlock()
+	if st.asking {
+		return
+	}
+	b.progress(st, p)
 }
 
 // onTaskStatus handles notifications/tasks/status, bounded per task.
@@ -494,7 +516,7 @@ func (b *Backend) wireNotification(method string, params json.RawMessage) {
 		}
 		token, _ := p.ProgressToken.(string)
 		if tc := b.remoteByToken(token); tc != nil {
-			b.progress(tc.st, &p)
+			b.taskProgress(tc, &p)
 		}
 	}
 }

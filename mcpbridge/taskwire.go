@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -165,6 +166,10 @@ type httpWire struct {
 // with it, for a server that keeps tasks per session, every task in it).
 var errSessionGone = errors.New("the MCP server no longer knows the session")
 
+// serverRequestSlots bounds the server requests (questions) answered at
+// once over HTTP wires, process-wide.
+var serverRequestSlots = make(chan struct{}, 64)
+
 // maxWireBody bounds one JSON answer or SSE event the wire reads.
 const maxWireBody = 16 << 20
 
@@ -262,18 +267,35 @@ func (w *httpWire) message(ctx context.Context, id string, data []byte) (json.Ra
 	}
 	switch {
 	case f.Method != "" && len(f.ID) > 0:
-		res, rerr := w.b.serverRequest(ctx, f.Method, f.Params)
-		out := map[string]any{"jsonrpc": "2.0", "id": f.ID}
-		if rerr != nil {
-			out["error"] = rerr
-		} else {
-			out["result"] = res
+		// Answered on the side: a question waits for a person, and the
+		// stream must go on being read meanwhile (the task may end
+		// without the answer: a server that timed the question out).
+		answer := func(res any, rerr *jsonrpc.Error) {
+			out := map[string]any{"jsonrpc": "2.0", "id": f.ID}
+			if rerr != nil {
+				out["error"] = rerr
+			} else {
+				out["result"] = res
+			}
+			body, _ := json.Marshal(out)
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if resp, err := w.post(pctx, body); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+			}
 		}
-		body, _ := json.Marshal(out)
-		if resp, err := w.post(ctx, body); err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
+		select {
+		case serverRequestSlots <- struct{}{}:
+		default:
+			// Bounded: a server that floods requests gets errors.
+			answer(nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "agentgw: too many server requests in flight"})
+			return nil, false, nil
 		}
+		go func() {
+			defer func() { <-serverRequestSlots }()
+			answer(w.b.serverRequest(ctx, f.Method, f.Params))
+		}()
 		return nil, false, nil
 	case f.Method != "":
 		w.b.wireNotification(f.Method, f.Params)

@@ -205,7 +205,6 @@ func TestMCPTaskConcurrentQuestionsHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	e, c, _, ep := e2e.AccStart(t, "everything", inputTOML(t, everythingHTTP(t), ""))
-	_ = e
 	e2e.WaitPinned(t, ctx, c, ep, researchTool)
 	choices := []string{"technical", "historical", "current", "technical", "historical", "current"}
 	type outcome struct {
@@ -244,7 +243,7 @@ func TestMCPTaskConcurrentQuestionsHTTP(t *testing.T) {
 		topic := "topic" + string(rune('a'+i))
 		o := out[i]
 		if o.err != nil || o.state != "completed" {
-			t.Errorf("call %d: %v %s %.200s", i, o.err, o.state, o.text)
+			t.Errorf("call %d: %v %s %.200s (questions %q)", i, o.err, o.state, o.text, o.questions)
 			continue
 		}
 		if len(o.questions) != 1 || !strings.Contains(o.questions[0], `"`+topic+`"`) {
@@ -253,6 +252,15 @@ func TestMCPTaskConcurrentQuestionsHTTP(t *testing.T) {
 		if !strings.Contains(o.text, "Research Report: "+topic+" ("+choice+")") {
 			t.Errorf("call %d: the report does not carry its own answer %q: %.200s", i, choice, o.text)
 		}
+	}
+	if t.Failed() {
+		var lines []string
+		for _, l := range strings.Split(e.Log.String(), "\n") {
+			if strings.Contains(l, "MCP") || strings.Contains(l, "elicit") || strings.Contains(l, "input") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("gateway log (MCP lines):\n%s", e2e.Tail(strings.Join(lines, "\n"), 6000))
 	}
 	if !t.Failed() {
 		t.Logf("%d concurrent ambiguous research tasks: each asked one question of its own and got its own answer", len(choices))

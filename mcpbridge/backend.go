@@ -129,7 +129,10 @@ type Backend struct {
 	remoteTokens   map[string]*taskCall
 	unknownLogged  atomic.Bool
 	unknownDropped atomic.Int64
-	leftBehind     atomic.Int64 // HTTP tasks left running at shutdown
+	leftBehind     atomic.Int64    // HTTP tasks left running at shutdown
+	creating       atomic.Int64    // task-augmented tools/call awaiting their task
+	recent         map[string]bool // ended remote task ids, under mu
+	recentOrder    []string
 
 	// observe, when set before Start (tests), sees every JSON-RPC frame.
 	observe func(out bool, frame []byte)

@@ -166,11 +166,24 @@ func (b *Backend) register(tc *taskCall) bool {
 	return true
 }
 
+// recentTasks is how many ended remote task ids the bridge remembers: a
+// status notification for one that just ended is late, not foreign.
+const recentTasks = 256
+
 func (b *Backend) unregister(tc *taskCall) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.remote[tc.state.TaskID] == tc {
 		delete(b.remote, tc.state.TaskID)
+		if b.recent == nil {
+			b.recent = map[string]bool{}
+		}
+		if len(b.recentOrder) >= recentTasks {
+			delete(b.recent, b.recentOrder[0])
+			b.recentOrder = b.recentOrder[1:]
+		}
+		b.recent[tc.state.TaskID] = true
+		b.recentOrder = append(b.recentOrder, tc.state.TaskID)
 	}
 	if b.remoteTokens[tc.state.Token] == tc {
 		delete(b.remoteTokens, tc.state.Token)
@@ -252,7 +265,9 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 		"task":  map[string]any{"ttl": ttl.Milliseconds()},
 		"_meta": map[string]any{"progressToken": st.token, ns.MetaDelegationDepth: call.DelegationDepth + 1},
 	}
+	b.creating.Add(1)
 	raw, err := w.request(st.ctx, "tools/call", params)
+	b.creating.Add(-1)
 	if err != nil {
 		b.settleTaskError(ctx, st, s, err, "before the MCP server created its task")
 		return
@@ -471,7 +486,15 @@ func (b *Backend) onTaskStatus(params json.RawMessage) {
 	}
 	tc := b.remoteCall(t.TaskID)
 	if tc == nil {
-		b.unknownTask("notifications/tasks/status")
+		b.mu.Lock()
+		late := b.recent[t.TaskID]
+		b.mu.Unlock()
+		// A server may report a task before its CreateTaskResult
+		// arrives: while a creation is in flight an unknown id is
+		// dropped without blame.
+		if !late && b.creating.Load() == 0 {
+			b.unknownTask("notifications/tasks/status")
+		}
 		return
 	}
 	now := time.Now()

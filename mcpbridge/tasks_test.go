@@ -94,6 +94,10 @@ func TestTaskResearchStdio(t *testing.T) {
 	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	checkResearch(t, research(t, s, "t-stdio", `{"topic":"tides"}`, newFakeRun()), "tides")
+	// The status notifications of tasks that ended are late, not foreign.
+	if strings.Contains(s.logs.String(), "did not create") {
+		t.Errorf("an ordinary task was taken for a foreign one:\n%s", s.logs.String())
+	}
 	// Over stdio the questions reach the SDK's elicitation handler, which
 	// attributes them by related-task.
 	concurrentQuestions(t, s)

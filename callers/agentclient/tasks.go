@@ -152,6 +152,37 @@ func (c *Client) ProvideInput(ctx context.Context, ep jid.JID, taskID, requestID
 	return strconv.ParseInt(p.AttrValue("revision"), 10, 64)
 }
 
+// answer provides val for req. A conflict means the task moved since the
+// revision the request came with (a progress event, say) or the request
+// is no longer pending: while the same request is still pending the answer
+// is sent again at the current revision (at most 5 times), so an answer is
+// never dropped just because the revision moved.
+func (c *Client) answer(ctx context.Context, ep jid.JID, taskID string, req InputRequest, val json.RawMessage) error {
+	rev := req.Revision
+	for attempt := 0; ; attempt++ {
+		_, err := c.ProvideInput(ctx, ep, taskID, req.RequestID, rev, val)
+		if err == nil {
+			return nil
+		}
+		if Condition(err) != "conflict" {
+			return fmt.Errorf("providing input: %w", err)
+		}
+		if attempt == 4 {
+			c.log.Warn("input answer still conflicting after 5 attempts; following the task", "task", taskID)
+			return nil
+		}
+		st, serr := c.State(ctx, ep, taskID)
+		if serr != nil || st.State != agentproto.StateInputRequired || len(st.PendingInput) == 0 {
+			return nil // answered, cancelled or settled meanwhile
+		}
+		var pending InputRequest
+		if json.Unmarshal(st.PendingInput, &pending) != nil || pending.RequestID != req.RequestID {
+			return nil // another question now; Follow answers it
+		}
+		rev = st.Revision
+	}
+}
+
 // Cancel requests cancellation; it returns the acceptance revision. The
 // cancellation is advisory: wait for the terminal state.
 func (c *Client) Cancel(ctx context.Context, ep jid.JID, taskID string, expectedRevision int64, reason *string) (int64, error) {
@@ -384,11 +415,7 @@ func (c *Client) Follow(ctx context.Context, ep jid.JID, acc *Accepted, opts Cal
 		if err != nil {
 			return err
 		}
-		_, err = c.ProvideInput(ctx, ep, acc.TaskID, req.RequestID, req.Revision, val)
-		if err != nil && Condition(err) != "conflict" {
-			return fmt.Errorf("providing input: %w", err)
-		}
-		return nil
+		return c.answer(ctx, ep, acc.TaskID, req, val)
 	}
 	settle := func() (*Outcome, error) {
 		res, err := c.Result(ctx, ep, acc.TaskID)

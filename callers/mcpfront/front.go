@@ -79,8 +79,11 @@ type Front struct {
 
 	refreshMu sync.Mutex // one Refresh (and apply) at a time
 
-	mu    sync.Mutex
-	tools map[string]*binding // MCP name → binding
+	mu     sync.Mutex
+	tools  map[string]*binding // MCP name → binding
+	notify mcp.Connection      // stdio: where task status notifications go
+
+	known knownTasks // tasks/list
 }
 
 // endpointState is one endpoint's pinned active manifest, reduced to the
@@ -140,10 +143,15 @@ func New(c Client, opts Options) *Front {
 		Logger:   opts.Logger,
 		// Tools are advertised (with list_changed) even while none are
 		// visible yet, so hosts keep listening for changes.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:      &mcp.ToolCapabilities{ListChanged: true},
+			Extensions: map[string]any{ExtTasks: map[string]any{}},
+		},
 		Instructions: "Tools of XMPP agents visible to " + c.JID().Bare().String() +
 			". Each tool's _meta[\"" + MetaTool + "\"] names its XMPP endpoint and pinned version.",
 	})
+	f.srv.AddReceivingMiddleware(f.middleware)
+	f.registerTaskMethods()
 	return f
 }
 
@@ -157,7 +165,7 @@ func (f *Front) Run(ctx context.Context, t mcp.Transport) error {
 	defer cancel()
 	f.initial(ctx)
 	go f.poll(ctx)
-	return f.srv.Run(ctx, t)
+	return f.srv.Run(ctx, taskTransport{Transport: t, f: f})
 }
 
 // initial runs the first discovery; its failure leaves an empty tool list

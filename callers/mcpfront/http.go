@@ -46,7 +46,7 @@ func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
 		Logger:         f.log,
 		SessionTimeout: o.SessionTimeout,
 	})
-	return httpauth.Bearer(o.Bearer, "agentgw-mcp", h)
+	return httpauth.Bearer(o.Bearer, "agentgw-mcp", liftTaskHTTP(h))
 }
 
 // RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on

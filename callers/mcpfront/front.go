@@ -317,8 +317,8 @@ func (b *binding) buildTool() {
 			meta[k] = v
 		}
 	}
-	// execution (MCP Tasks support) is not offered to hosts: the front
-	// does not implement MCP Tasks. The XMPP value is kept here.
+	// execution.taskSupport is added per protocol revision by the
+	// middleware (tasks.go); the manifest's own value is kept here.
 	meta[MetaTool] = toolMeta{
 		Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash,
 		Execution: b.tool.Execution, OutputSchemaOmitted: len(b.tool.OutputSchema) > 0 && !b.outOK,

@@ -814,8 +814,8 @@ func (f *Front) tasksList(ctx context.Context, ss *mcp.ServerSession, p *taskPar
 // long as that session lives. It never acts on the task: the host's going
 // away leaves the task running.
 func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, token any, mode taskMode, tm taskMeta) {
-	if ss == nil {
-		return
+	if ss == nil || (token == nil && f.notifier() == nil) {
+		return // nothing to forward: hosts poll
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/callers/agentclient"
+	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
@@ -46,7 +48,11 @@ type taskEnv struct {
 
 func (x *taskEnv) open() { x.gateOnce.Do(func() { close(x.gate) }) }
 
-func startTaskEnv(tb testing.TB) *taskEnv {
+func startTaskEnv(tb testing.TB) *taskEnv { return startTaskEnvWith(tb, nil, false) }
+
+// startTaskEnvWith can turn Nagle's algorithm off in Prosody, as the
+// front's other benchmark does (about 40 ms per round trip otherwise).
+func startTaskEnvWith(tb testing.TB, mutate func(*config.Config), noNagle bool) *taskEnv {
 	tb.Helper()
 	node, root := nodeTools(tb)
 	gate := make(chan struct{})
@@ -72,6 +78,19 @@ func startTaskEnv(tb testing.TB) *taskEnv {
 		return run.Complete(tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":` + string(b) + `}]`)})
 	}})
 	srv := xmppharness.StartProsody(tb, xmppharness.ProsodyOptions{})
+	if noNagle {
+		cfg, err := os.ReadFile(srv.ConfigPath)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg = append([]byte("network_settings = { nagle = false }\n"), cfg...)
+		if err := os.WriteFile(srv.ConfigPath, cfg, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		if err := srv.Restart(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	echo := gatewaytest.Tool("echo", "Echo", "Returns its arguments.", `{"type":"object","properties":{"message":{"type":"string"}}}`, false)
 	echo["execution"] = map[string]any{"taskSupport": "forbidden"}
 	plain, _ := json.Marshal(map[string]any{
@@ -86,6 +105,7 @@ func startTaskEnv(tb testing.TB) *taskEnv {
 		Server: srv,
 		Agents: []gatewaytest.Agent{{Localpart: "weather", Executor: x0}, {Localpart: "plain", Manifest: string(plain)}},
 		Users:  []string{"alice", "bob"},
+		Mutate: mutate,
 	})
 	x.bin = gatewaytest.Binary(tb)
 	return x
@@ -687,4 +707,69 @@ func TestTasks2026Client(t *testing.T) {
 	if e := b.call("tasks/get", map[string]any{"taskId": "xmpp1.AAAA.BBBB.CCCC"}).Error; e == nil || e.Code != -32602 || strings.Contains(e.Message, "AAAA") {
 		t.Fatalf("unknown id: %+v", e)
 	}
+}
+
+// BenchmarkTaskEchoVsPlain: the scripted echo through `agentgw mcp` over
+// stdio, as a plain tools/call and as a 2025-11-25 task (tools/call with
+// params.task, then tasks/result), alternating in the same run on one
+// front process. Run with -benchtime=1x; each run makes n calls per path
+// and reports their percentiles in milliseconds.
+func BenchmarkTaskEchoVsPlain(b *testing.B) {
+	x := startTaskEnvWith(b, func(c *config.Config) {
+		c.Federation.InvokePerSecond, c.Federation.InvokeBurst = 1e6, 1e6
+	}, true)
+	r := x.raw(b, "2025-11-25", map[string]any{})
+	n := 300
+	if b.N > n {
+		n = b.N
+	}
+	args := map[string]any{"name": "weather.echo", "arguments": map[string]any{"message": "hello"}}
+	plain := func() {
+		var res map[string]any
+		r.must("tools/call", args, &res)
+		if res["isError"] == true {
+			b.Fatalf("echo: %v", res)
+		}
+	}
+	task := func() {
+		var created struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		r.must("tools/call", map[string]any{"name": "weather.echo", "arguments": map[string]any{"message": "hello"}, "task": map[string]any{}}, &created)
+		var res map[string]any
+		r.must("tasks/result", map[string]any{"taskId": created.Task.TaskID}, &res)
+		if res["isError"] == true || created.Task.TaskID == "" {
+			b.Fatalf("task echo: %v", res)
+		}
+	}
+	for i := 0; i < 30; i++ {
+		plain()
+		task()
+	}
+	var tp, tt []float64
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		plain()
+		tp = append(tp, float64(time.Since(t0).Microseconds())/1000)
+		t0 = time.Now()
+		task()
+		tt = append(tt, float64(time.Since(t0).Microseconds())/1000)
+	}
+	b.StopTimer()
+	pct := func(v []float64, p float64) float64 {
+		s := append([]float64(nil), v...)
+		sort.Float64s(s)
+		return s[int(p*float64(len(s)-1))]
+	}
+	b.ReportMetric(pct(tt, 0.5), "task-p50-ms")
+	b.ReportMetric(pct(tt, 0.99), "task-p99-ms")
+	b.ReportMetric(pct(tp, 0.5), "plain-p50-ms")
+	b.ReportMetric(pct(tp, 0.99), "plain-p99-ms")
+	b.ReportMetric(pct(tt, 0.5)/pct(tp, 0.5), "p50-ratio")
+	b.ReportMetric(pct(tt, 0.99)/pct(tp, 0.99), "p99-ratio")
+	b.Logf("n=%d task (tools/call+task, tasks/result) p50 %.2f ms p99 %.2f ms; plain tools/call p50 %.2f ms p99 %.2f ms",
+		n, pct(tt, 0.5), pct(tt, 0.99), pct(tp, 0.5), pct(tp, 0.99))
 }

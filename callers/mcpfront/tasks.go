@@ -306,7 +306,12 @@ func (f *Front) callAsTask(ctx context.Context, b *binding, req *mcp.CallToolReq
 	st := &agentclient.TaskState{TaskID: acc.TaskID, State: agentproto.StateAccepted, Revision: acc.Revision,
 		Created: acc.Created, Updated: acc.Created, RetainUntil: acc.RetainUntil}
 	tm := c.meta()
-	go f.watch(req.Session, b.ep, acc.TaskID, id, c.token, mode, tm)
+	if mode == mode2025 {
+		// 2026-07-28 sends no progress for tasks, and task notifications
+		// only after subscriptions/listen, which the front does not serve:
+		// those hosts poll.
+		go f.watch(req.Session, b.ep, acc.TaskID, id, c.token, tm)
+	}
 	if mode == mode2026 {
 		fields := task2026(id, st)
 		fields["resultType"] = "task"
@@ -809,11 +814,11 @@ func (f *Front) tasksList(ctx context.Context, ss *mcp.ServerSession, p *taskPar
 	return &jsonResult{fields: fields}, nil
 }
 
-// watch forwards the task's progress to the host that created it (when it
-// sent a progress token) and its status changes as notifications, for as
-// long as that session lives. It never acts on the task: the host's going
+// watch forwards a 2025-11-25 task's progress to the host that created it
+// (when it sent a progress token) and its status changes as
+// notifications/tasks/status (stdio), for as long as that session lives. It never acts on the task: the host's going
 // away leaves the task running.
-func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, token any, mode taskMode, tm taskMeta) {
+func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, token any, tm taskMeta) {
 	if ss == nil || (token == nil && f.notifier() == nil) {
 		return // nothing to forward: hosts poll
 	}
@@ -849,7 +854,7 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, toke
 			return
 		case <-poll.C:
 			if st, err := f.c.State(ctx, ep, taskID); err == nil && st.Terminal() {
-				f.notifyStatus(ctx, ss, id, st, mode)
+				f.notifyStatus(id, st)
 				return
 			}
 		case ev := <-events:
@@ -871,7 +876,7 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, toke
 				progress(nil, "state: "+string(stateOfEvent(ev)))
 			}
 			if st, err := f.c.State(ctx, ep, taskID); err == nil {
-				f.notifyStatus(ctx, ss, id, st, mode)
+				f.notifyStatus(id, st)
 				if st.Terminal() {
 					return
 				}
@@ -889,34 +894,21 @@ func stateOfEvent(ev agentclient.Event) agentproto.State {
 	return s.State
 }
 
-// notifyStatus sends notifications/tasks/status (2025-11-25) or
-// notifications/tasks (2026-07-28) where the front can write to the
-// session outside a request (stdio); elsewhere hosts poll.
-func (f *Front) notifyStatus(ctx context.Context, ss *mcp.ServerSession, id string, st *agentclient.TaskState, mode taskMode) {
+// notifyStatus sends notifications/tasks/status (2025-11-25) where the
+// front can write to the session outside a request (stdio); elsewhere
+// hosts poll, as they must be able to.
+func (f *Front) notifyStatus(id string, st *agentclient.TaskState) {
 	n := f.notifier()
 	if n == nil {
 		return
 	}
-	ref, err := decodeTaskID(id)
+	raw, err := json.Marshal(task2025(id, st, "", false))
 	if err != nil {
 		return
 	}
-	var params map[string]any
-	method := "notifications/tasks/status"
-	if mode == mode2026 {
-		method = "notifications/tasks"
-		params = f.detailed(ctx, ss, ref, st, id)
-		delete(params, "resultType")
-	} else {
-		params = task2025(id, st, "", false)
-	}
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return
-	}
-	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := n.Write(nctx, &jsonrpc.Request{Method: method, Params: raw}); err != nil {
+	if err := n.Write(ctx, &jsonrpc.Request{Method: "notifications/tasks/status", Params: raw}); err != nil {
 		f.log.Debug("task status notification not sent", "error", err)
 	}
 }

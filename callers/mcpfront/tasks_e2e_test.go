@@ -9,11 +9,13 @@ package mcpfront_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,12 +467,65 @@ func b64dec(s string) ([]byte, error) { return b64url.DecodeString(s) }
 
 // rawMCP is a line-delimited JSON-RPC client of `agentgw mcp` over stdio.
 type rawMCP struct {
-	tb   testing.TB
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Reader
-	next int
-	meta map[string]any // sent in every request's _meta
+	tb    testing.TB
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Reader
+	next  int
+	meta  map[string]any    // sent in every request's _meta
+	notes []json.RawMessage // notifications read so far
+	// url and bearer: streamable HTTP instead of stdio.
+	url, bearer string
+}
+
+// rawHTTP is a 2026-07-28 client of `agentgw mcp --http` (stateless: every
+// request is a POST that carries its identity in _meta and the SEP-2243
+// headers).
+func rawHTTP(tb testing.TB, url, bearer string) *rawMCP {
+	r := &rawMCP{tb: tb, url: url, bearer: bearer, meta: map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": caps26,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw-http-test", "version": "1"},
+	}}
+	return r
+}
+
+// post sends one request over HTTP and returns its response line.
+func (r *rawMCP) post(method string, id int, body []byte, params map[string]any) []byte {
+	req, err := http.NewRequest(http.MethodPost, r.url, bytes.NewReader(body))
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+r.bearer)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name, ok := params["name"].(string); ok && method == "tools/call" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if id, ok := params["taskId"].(string); ok {
+		req.Header.Set("Mcp-Name", id) // SEP-2663: tasks/* route by task id
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.tb.Fatalf("%s: %v", method, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		r.tb.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, data)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return data
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, fmt.Sprintf(`"id":%d`, id)) {
+			return []byte(d)
+		}
+	}
+	r.tb.Fatalf("%s: no response in the event stream: %s", method, data)
+	return nil
 }
 
 type rpcResp struct {
@@ -558,6 +613,14 @@ func (r *rawMCP) call(method string, params map[string]any) rpcResp {
 		params = p
 	}
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if r.url != "" {
+		var resp rpcResp
+		line := r.post(method, id, b, params)
+		if err := json.Unmarshal(line, &resp); err != nil {
+			r.tb.Fatalf("%s: %v in %q", method, err, line)
+		}
+		return resp
+	}
 	if _, err := r.in.Write(append(b, '\n')); err != nil {
 		r.tb.Fatal(err)
 	}
@@ -572,6 +635,9 @@ func (r *rawMCP) call(method string, params map[string]any) rpcResp {
 		}
 		if resp.ID != nil && *resp.ID == id && resp.Method == "" {
 			return resp
+		}
+		if resp.ID == nil && resp.Method != "" {
+			r.notes = append(r.notes, append(json.RawMessage(nil), line...))
 		}
 	}
 }
@@ -703,6 +769,29 @@ func TestTasks2026Client(t *testing.T) {
 	if got := b.until(w.TaskID, "cancelled"); got.Status != "cancelled" {
 		t.Fatal(got)
 	}
+	// Over streamable HTTP: a task waiting for input outlives kill -9 of
+	// the front that created it; a restarted front takes the answer.
+	url1, front1 := x.httpFront(t, "tok-1")
+	h1 := rawHTTP(t, url1, "tok-1")
+	var hask task26
+	h1.must("tools/call", map[string]any{"name": "weather.ask", "arguments": map[string]any{}}, &hask)
+	if hask.ResultType != "task" {
+		t.Fatalf("http tools/call = %+v", hask)
+	}
+	h1.until(hask.TaskID, "input_required")
+	_ = front1.Process.Signal(syscall.SIGKILL)
+	_, _ = front1.Process.Wait()
+	url2, _ := x.httpFront(t, "tok-2")
+	h2 := rawHTTP(t, url2, "tok-2")
+	hw := h2.until(hask.TaskID, "input_required")
+	for k := range hw.InputRequests {
+		h2.must("tasks/update", map[string]any{"taskId": hask.TaskID, "inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"unit": "F"}}}}, nil)
+	}
+	if got := h2.until(hask.TaskID, "completed"); textOf(t, got.Result) != `unit {"unit":"F"}` {
+		t.Fatalf("http answered after kill -9 = %+v", got)
+	}
+	t.Logf("HTTP kill -9 round done after %v", time.Since(start))
+
 	// Unknown ids: the same error as for 2025-11-25.
 	if e := b.call("tasks/get", map[string]any{"taskId": "xmpp1.AAAA.BBBB.CCCC"}).Error; e == nil || e.Code != -32602 || strings.Contains(e.Message, "AAAA") {
 		t.Fatalf("unknown id: %+v", e)
@@ -772,4 +861,49 @@ func BenchmarkTaskEchoVsPlain(b *testing.B) {
 	b.ReportMetric(pct(tt, 0.99)/pct(tp, 0.99), "p99-ratio")
 	b.Logf("n=%d task (tools/call+task, tasks/result) p50 %.2f ms p99 %.2f ms; plain tools/call p50 %.2f ms p99 %.2f ms",
 		n, pct(tt, 0.5), pct(tt, 0.99), pct(tp, 0.5), pct(tp, 0.99))
+}
+
+// TestTasksProgressAndStatusOnStdio: a 2025-11-25 task-augmented call with
+// a progress token gets the task's progress (with related-task) and
+// notifications/tasks/status up to its completion, while the host polls.
+func TestTasksProgressAndStatusOnStdio(t *testing.T) {
+	t.Parallel()
+	x := startTaskEnv(t)
+	r := x.raw(t, "2025-11-25", map[string]any{})
+	var created struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+			Status string `json:"status"`
+		} `json:"task"`
+	}
+	r.must("tools/call", map[string]any{"name": "weather.slow", "arguments": map[string]any{},
+		"task": map[string]any{"ttl": 60000}, "_meta": map[string]any{"progressToken": "p1"}}, &created)
+	if created.Task.TaskID == "" || created.Task.Status != "working" {
+		t.Fatalf("created = %+v", created)
+	}
+	seen := func(method, needle string) bool {
+		for _, n := range r.notes {
+			if strings.Contains(string(n), `"method":"`+method+`"`) && strings.Contains(string(n), needle) {
+				return true
+			}
+		}
+		return false
+	}
+	testkit.WaitFor(t, 30*time.Second, "the task's progress", func() bool {
+		r.must("tasks/get", map[string]any{"taskId": created.Task.TaskID}, nil)
+		return seen("notifications/progress", "held: waiting for the gate")
+	})
+	if !seen("notifications/progress", `"io.modelcontextprotocol/related-task":{"taskId":"`+created.Task.TaskID) {
+		t.Errorf("progress without related-task: %s", r.notes)
+	}
+	x.open()
+	testkit.WaitFor(t, 30*time.Second, "the completed status notification", func() bool {
+		r.must("tasks/get", map[string]any{"taskId": created.Task.TaskID}, nil)
+		return seen("notifications/tasks/status", `"status":"completed"`)
+	})
+	var res map[string]any
+	r.must("tasks/result", map[string]any{"taskId": created.Task.TaskID}, &res)
+	if textOf(t, res) != "slow done" {
+		t.Fatalf("result = %v", res)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -83,7 +84,9 @@ type Front struct {
 	tools  map[string]*binding // MCP name → binding
 	notify mcp.Connection      // stdio: where task status notifications go
 
-	known knownTasks // tasks/list
+	known    knownTasks                             // tasks/list
+	watchers atomic.Int64                           // tasks being watched
+	sessions map[*mcp.ServerSession]context.Context // under mu
 }
 
 // endpointState is one endpoint's pinned active manifest, reduced to the

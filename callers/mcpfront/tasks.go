@@ -51,6 +51,9 @@ const (
 	maxListPage = 50
 	// maxKnownTasks bounds the tasks/list registry of one process.
 	maxKnownTasks = 10000
+	// maxWatchers bounds the tasks whose progress and status the front
+	// forwards at once; beyond it hosts only poll.
+	maxWatchers = 1000
 )
 
 // taskSupport is what the front declares as execution.taskSupport of b:
@@ -822,9 +825,13 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, toke
 	if ss == nil || (token == nil && f.notifier() == nil) {
 		return // nothing to forward: hosts poll
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = ss.Wait(); cancel() }()
+	if f.watchers.Add(1) > maxWatchers {
+		f.watchers.Add(-1)
+		f.log.Debug("too many watched tasks; this one is only polled", "task", taskID)
+		return
+	}
+	defer f.watchers.Add(-1)
+	ctx := f.sessionContext(ss)
 	events, stop := f.c.Subscribe(ep, taskID)
 	defer stop()
 	var last float64
@@ -883,6 +890,29 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, toke
 			}
 		}
 	}
+}
+
+// sessionContext is done when the session ends; one goroutine per
+// session waits for that.
+func (f *Front) sessionContext(ss *mcp.ServerSession) context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions == nil {
+		f.sessions = map[*mcp.ServerSession]context.Context{}
+	}
+	if ctx, ok := f.sessions[ss]; ok {
+		return ctx
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.sessions[ss] = ctx
+	go func() {
+		_ = ss.Wait()
+		cancel()
+		f.mu.Lock()
+		delete(f.sessions, ss)
+		f.mu.Unlock()
+	}()
+	return ctx
 }
 
 func stateOfEvent(ev agentclient.Event) agentproto.State {

@@ -341,6 +341,13 @@ func TestTasksTSClientKill9(t *testing.T) {
 	if r.Steps[2].Error != nil || !strings.Contains(textOf(t, r.Steps[2].Result), "kept") {
 		t.Fatalf("stdio-created task's result over a restarted HTTP front = %+v %+v", r.Steps[2].Result, r.Steps[2].Error)
 	}
+	// Input over HTTP: tasks/result's elicitation on the request's stream.
+	hp := httpPlan(url2, "tok-2", step("stream", "tool", "weather.ask"))
+	hp["elicit"] = map[string]any{"action": "accept", "content": map[string]any{"unit": "C"}}
+	ha := x.runTS(t, hp)
+	if ha.Steps[0].Error != nil || textOf(t, ha.Steps[0].Result) != `unit {"unit":"C"}` || len(ha.Elicitations) != 1 {
+		t.Fatalf("ask over HTTP = %+v %+v, elicitations %+v", ha.Steps[0].Result, ha.Steps[0].Error, ha.Elicitations)
+	}
 	// And over stdio with yet another process.
 	s := x.runTS(t, x.stdioPlan(step("result", "taskId", id2)))
 	if s.Steps[0].Error != nil || textOf(t, s.Steps[0].Result) != "slow done" {

@@ -313,7 +313,7 @@ func (f *Front) callAsTask(ctx context.Context, b *binding, req *mcp.CallToolReq
 		// 2026-07-28 sends no progress for tasks, and task notifications
 		// only after subscriptions/listen, which the front does not serve:
 		// those hosts poll.
-		go f.watch(req.Session, b.ep, acc.TaskID, id, c.token, tm)
+		go f.watch(req.Session, b.ep, *st, id, c.token, tm)
 	}
 	if mode == mode2026 {
 		fields := task2026(id, st)
@@ -821,7 +821,8 @@ func (f *Front) tasksList(ctx context.Context, ss *mcp.ServerSession, p *taskPar
 // (when it sent a progress token) and its status changes as
 // notifications/tasks/status (stdio), for as long as that session lives. It never acts on the task: the host's going
 // away leaves the task running.
-func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, token any, tm taskMeta) {
+func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, st agentclient.TaskState, id string, token any, tm taskMeta) {
+	taskID, cur := st.TaskID, st
 	if ss == nil || (token == nil && f.notifier() == nil) {
 		return // nothing to forward: hosts poll
 	}
@@ -882,11 +883,20 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, taskID, id string, toke
 			case agentproto.EventStatus, agentproto.EventInputRequired:
 				progress(nil, "state: "+string(stateOfEvent(ev)))
 			}
-			if st, err := f.c.State(ctx, ep, taskID); err == nil {
-				f.notifyStatus(id, st)
-				if st.Terminal() {
-					return
-				}
+			// The event says the new state; no query is needed for the
+			// notification (hosts read the rest with tasks/get).
+			if ev.Revision < cur.Revision {
+				continue
+			}
+			cur.Revision, cur.Updated = ev.Revision, xmpptime.Format(time.Now())
+			if ev.Terminal() {
+				cur.State = agentproto.State(ev.Type)
+			} else {
+				cur.State = stateOfEvent(ev)
+			}
+			f.notifyStatus(id, &cur)
+			if cur.State.Terminal() {
+				return
 			}
 		}
 	}

@@ -168,7 +168,9 @@ func (f *Front) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		case "tools/list":
 			res, err := next(ctx, method, req)
 			lr, ok := res.(*mcp.ListToolsResult)
-			if !ok || err != nil || protocolOf(metaOf(req), sessionOf(req)) < protocolTasks {
+			// execution.taskSupport exists in 2025-11-25 only; 2026-07-28
+			// dropped it (the server decides per call).
+			if p := protocolOf(metaOf(req), sessionOf(req)); !ok || err != nil || p < protocolTasks || p >= protocolMRTR {
 				return res, err
 			}
 			support := map[string]string{}

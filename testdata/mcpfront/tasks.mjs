@@ -22,8 +22,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
+import { CallToolResultSchema, ElicitRequestSchema, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const plan = JSON.parse(process.argv[2] ?? '{}');
 const out = { steps: [], elicitations: [] };
@@ -119,7 +118,7 @@ async function run(step) {
         break;
       }
       case 'raw':
-        res.result = await client.request({ method: step.method, params: step.params }, z.any());
+        res.result = await client.request({ method: step.method, params: step.params }, ResultSchema);
         break;
       case 'kill9':
         process.kill(transport.pid, 'SIGKILL');

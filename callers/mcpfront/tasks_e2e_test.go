@@ -277,10 +277,16 @@ func TestTasksTSClientSurvivesHostAndFront(t *testing.T) {
 	x.waitState(t, ep, xid, "running") // the host is gone, the task is not
 
 	// 2. A new client process: state, then the result once the gate opens.
-	b := x.runTS(t, x.stdioPlan(step("get", "taskId", cr.TaskID), step("list")))
+	// It also gives up on a tasks/result (timeout: notifications/cancelled);
+	// that does not cancel the task either.
+	b := x.runTS(t, x.stdioPlan(step("get", "taskId", cr.TaskID), step("list"), step("result", "taskId", cr.TaskID, "timeoutMs", 1500)))
 	if b.Steps[0].Error != nil || b.Steps[0].Task["status"] != "working" {
 		t.Fatalf("get from a new process = %+v %+v", b.Steps[0].Task, b.Steps[0].Error)
 	}
+	if b.Steps[2].Error == nil {
+		t.Fatalf("tasks/result returned before the gate opened: %+v", b.Steps[2].Result)
+	}
+	x.waitState(t, ep, xid, "running")
 	x.open()
 	c := x.runTS(t, x.stdioPlan(step("until", "taskId", cr.TaskID, "status", []string{"completed"}), step("result", "taskId", cr.TaskID)))
 	if c.Steps[1].Error != nil || textOf(t, c.Steps[1].Result) != "slow done" {

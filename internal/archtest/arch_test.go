@@ -59,7 +59,7 @@ var tiers = map[string]int{
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
 	// Self Registration (lane 21): its store interface, and the C2S
 	// endpoint host beside the gateway.
-	"directory/selfregdb": 1, "endpointhost": 5,
+	"directory/selfregdb": 1, "directory/presencedb": 1, "endpointhost": 5,
 }
 
 // forbidden are the DESIGN.md "must not import" rules that tiers alone do

@@ -107,6 +107,10 @@ type callRun struct {
 	req  *mcp.CallToolRequest
 	host host
 	ctx  context.Context // the handler's; routes notifications to the request
+	// detached: the call serves an MCP task (tasks/result); a host that
+	// stops waiting leaves the XMPP task running.
+	detached bool
+	related  string // the MCP task id, for related-task metadata
 
 	mu sync.Mutex
 	tm taskMeta
@@ -250,7 +254,7 @@ func (c *callRun) follow(ctx context.Context, cur agentclient.Accepted, pending 
 			return c.settled(out)
 		}
 		if ctx.Err() != nil {
-			return c.hostCancelled()
+			return c.hostGone()
 		}
 		var need *needInput
 		switch {
@@ -275,13 +279,13 @@ func (c *callRun) follow(ctx context.Context, cur agentclient.Accepted, pending 
 				return nil, rpcError(CodeTaskLost, "lost track of the XMPP task; it may still run: recover it with its task-id", c.meta())
 			}
 			if !sleep(ctx, time.Duration(failures)*time.Second) {
-				return c.hostCancelled()
+				return c.hostGone()
 			}
 		}
 		st, err := c.f.c.State(ctx, c.ep, cur.TaskID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return c.hostCancelled()
+				return c.hostGone()
 			}
 			failures++
 			if failures > maxFollowFailures {
@@ -327,7 +331,7 @@ func (c *callRun) settledFromState(ctx context.Context, st *agentclient.TaskStat
 	res, err := c.f.c.Result(ctx, c.ep, st.TaskID)
 	if err != nil {
 		if ctx.Err() != nil {
-			return c.hostCancelled()
+			return c.hostGone()
 		}
 		return nil, rpcError(CodeTaskLost, "the XMPP task settled "+string(st.State)+" but its result could not be retrieved", c.meta())
 	}
@@ -352,6 +356,15 @@ func (c *callRun) settled(out *agentclient.Outcome) (*mcp.CallToolResult, error)
 	default:
 		return nil, cancelledError(out.Payload, tm)
 	}
+}
+
+// hostGone is the answer when the host stopped waiting: a plain call
+// cancels its task; an MCP task's keeps running.
+func (c *callRun) hostGone() (*mcp.CallToolResult, error) {
+	if c.detached {
+		return nil, rpcError(CodeTaskLost, "the host stopped waiting; the task continues", c.meta())
+	}
+	return c.hostCancelled()
 }
 
 // hostCancelled cancels the XMPP task after the host cancelled the call
@@ -449,11 +462,15 @@ func (c *callRun) onInput(ctx context.Context, ir agentclient.InputRequest) (jso
 	}
 	problem := ""
 	for attempt := 0; attempt < maxAnswerAttempts; attempt++ {
-		res, err := c.req.Session.Elicit(ectx, &mcp.ElicitParams{
+		ep := &mcp.ElicitParams{
 			Mode:            "form",
 			Message:         c.question(ir, problem),
 			RequestedSchema: form.Schema,
-		})
+		}
+		if c.related != "" {
+			ep.Meta = mcp.Meta{metaRelatedTask: map[string]string{"taskId": c.related}}
+		}
+		res, err := c.req.Session.Elicit(ectx, ep)
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:

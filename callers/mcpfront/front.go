@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,8 +80,13 @@ type Front struct {
 
 	refreshMu sync.Mutex // one Refresh (and apply) at a time
 
-	mu    sync.Mutex
-	tools map[string]*binding // MCP name → binding
+	mu     sync.Mutex
+	tools  map[string]*binding // MCP name → binding
+	notify mcp.Connection      // stdio: where task status notifications go
+
+	known    knownTasks                             // tasks/list
+	watchers atomic.Int64                           // tasks being watched
+	sessions map[*mcp.ServerSession]context.Context // under mu
 }
 
 // endpointState is one endpoint's pinned active manifest, reduced to the
@@ -140,10 +146,15 @@ func New(c Client, opts Options) *Front {
 		Logger:   opts.Logger,
 		// Tools are advertised (with list_changed) even while none are
 		// visible yet, so hosts keep listening for changes.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:      &mcp.ToolCapabilities{ListChanged: true},
+			Extensions: map[string]any{ExtTasks: map[string]any{}},
+		},
 		Instructions: "Tools of XMPP agents visible to " + c.JID().Bare().String() +
 			". Each tool's _meta[\"" + MetaTool + "\"] names its XMPP endpoint and pinned version.",
 	})
+	f.srv.AddReceivingMiddleware(f.middleware)
+	f.registerTaskMethods()
 	return f
 }
 
@@ -157,7 +168,7 @@ func (f *Front) Run(ctx context.Context, t mcp.Transport) error {
 	defer cancel()
 	f.initial(ctx)
 	go f.poll(ctx)
-	return f.srv.Run(ctx, t)
+	return f.srv.Run(ctx, taskTransport{Transport: t, f: f})
 }
 
 // initial runs the first discovery; its failure leaves an empty tool list
@@ -309,8 +320,8 @@ func (b *binding) buildTool() {
 			meta[k] = v
 		}
 	}
-	// execution (MCP Tasks support) is not offered to hosts: the front
-	// does not implement MCP Tasks. The XMPP value is kept here.
+	// execution.taskSupport is added per protocol revision by the
+	// middleware (tasks.go); the manifest's own value is kept here.
 	meta[MetaTool] = toolMeta{
 		Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash,
 		Execution: b.tool.Execution, OutputSchemaOmitted: len(b.tool.OutputSchema) > 0 && !b.outOK,

@@ -46,7 +46,21 @@ func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
 		Logger:         f.log,
 		SessionTimeout: o.SessionTimeout,
 	})
-	return httpauth.Bearer(o.Bearer, "agentgw-mcp", h)
+	// MCP 2026-07-28 is stateless (SEP-2575): the SDK serves it only from
+	// a stateless handler, and older revisions (sessions, server-to-client
+	// elicitation) only from a stateful one; the protocol header picks.
+	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.srv }, &mcp.StreamableHTTPOptions{
+		Logger:    f.log,
+		Stateless: true,
+	})
+	both := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("MCP-Protocol-Version") >= protocolMRTR {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	return httpauth.Bearer(o.Bearer, "agentgw-mcp", liftTaskHTTP(both))
 }
 
 // RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on

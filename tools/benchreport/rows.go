@@ -363,6 +363,11 @@ func Rows() []Row {
 		{ID: "conn-bridge", Scenario: "Connector bridge alone (Backend.Execute), per call",
 			Figure: nsMS("connectorbridge", "BenchmarkEcho/backend"), Baseline: ptr(nsMS("connectorbridge", "BenchmarkEcho/direct")), BaseNote: "direct WebSocket"},
 
+		// MCP Tasks at the front (issue 30).
+		{ID: "front-task-p50", Scenario: "MCP front: echo as a 2025-11-25 task (tools/call with task, then tasks/result), p50",
+			Figure: m(front, "BenchmarkTaskEchoVsPlain", "task-p50-ms"), Baseline: mp(front, "BenchmarkTaskEchoVsPlain", "plain-p50-ms"), BaseNote: "plain tools/call, same front, same run"},
+		{ID: "front-task-p99", Scenario: "MCP front: echo as a task, p99",
+			Figure: m(front, "BenchmarkTaskEchoVsPlain", "task-p99-ms"), Baseline: mp(front, "BenchmarkTaskEchoVsPlain", "plain-p99-ms"), BaseNote: "plain tools/call, same run"},
 		// MCP front chain.
 		{ID: "front-p50", Scenario: "MCP front chain: TS client → agentgw mcp → Prosody → gateway → server-everything, p50",
 			Figure: m(front, chain, "chain-p50-ms"), Baseline: mp(front, chain, "direct-p50-ms"), BaseNote: "TS client → server-everything directly"},

@@ -592,6 +592,14 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	b := &batch{e: e, tx: tx}
+	if err := b.serialize(); err != nil {
+		e.log.Error("tasks: taking the cluster commit lock failed", "err", err)
+		tx.Rollback()
+		for _, o := range ops {
+			e.finish(o, err)
+		}
+		return
+	}
 	guarded := ops
 	if len(ops) == 1 {
 		// A batch of one needs no savepoint (two statements fewer, the

@@ -48,6 +48,15 @@ type run struct {
 	mu         sync.Mutex
 	input      *pendingInput
 	inputTimer clock.Timer
+	// early is an answer that reached the run before its RequestInput's
+	// commit had registered the request (an answer committed on another
+	// cluster member right after that commit).
+	early *earlyAnswer
+}
+
+type earlyAnswer struct {
+	requestID string
+	answer    json.RawMessage
 }
 
 type pendingInput struct {
@@ -65,6 +74,11 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 		cancelReq: make(chan struct{}), done: make(chan struct{})}
 	e.mu.Lock()
 	e.runs[call.TaskID] = r
+	if e.cl != nil && e.cl.earlyCancel[call.TaskID] {
+		// A cancel committed elsewhere was taken before this launch.
+		delete(e.cl.earlyCancel, call.TaskID)
+		r.cancelOnce.Do(func() { close(r.cancelReq) })
+	}
 	if e.closing.Load() {
 		// Close settles it as interrupted; no backend call starts now.
 		e.mu.Unlock()
@@ -101,6 +115,9 @@ func (e *Engine) finished(id string, state agentproto.State) {
 	e.mu.Lock()
 	r := e.runs[id]
 	delete(e.runs, id)
+	if e.cl != nil {
+		delete(e.cl.earlyCancel, id)
+	}
 	e.mu.Unlock()
 	if r == nil {
 		return
@@ -381,6 +398,14 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 		b.onCommit(func() {
 			r.mu.Lock()
 			r.input = pi
+			if ea := r.early; ea != nil && ea.requestID == pi.requestID {
+				// Answered on another member before this commit's
+				// callbacks ran.
+				r.early, r.input = nil, nil
+				pi.answer <- ea.answer
+				r.mu.Unlock()
+				return
+			}
 			if hasExpiry {
 				reqID := pi.requestID
 				r.inputTimer = r.e.clock.AfterFunc(max(timerInstant(expires).Sub(r.e.clock.Now()), 0), func() {
@@ -426,6 +451,11 @@ func (e *Engine) deliverInput(taskID, requestID string, answer json.RawMessage, 
 	r.mu.Lock()
 	pi := r.input
 	if pi == nil || pi.requestID != requestID {
+		if pi == nil && outcome == nil && e.cl != nil {
+			// A queued answer may overtake the callbacks of the commit
+			// that asked: keep it for them.
+			r.early = &earlyAnswer{requestID: requestID, answer: answer}
+		}
 		r.mu.Unlock()
 		return
 	}

@@ -61,10 +61,10 @@ const DefaultSweepInterval = 500 * time.Millisecond
 const repumpEvery = 100 * time.Millisecond
 
 type clusterState struct {
-	cfg   ClusterConfig
-	db    taskdb.Cluster
-	sigs  taskdb.Signals
-	kick  chan struct{} // a hint: notices are queued for this instance
+	cfg  ClusterConfig
+	db   taskdb.Cluster
+	sigs taskdb.Signals
+	kick chan struct{} // a hint: notices are queued for this instance
 	// held counts endpoints whose waiting tasks the cluster-wide running
 	// count held back (committer-written), so the sweep re-pumps them.
 	held atomic.Int64
@@ -73,12 +73,12 @@ type clusterState struct {
 	// earlyCancel holds cancels taken from the queue before the task's
 	// executor was launched (under Engine.mu).
 	earlyCancel map[string]bool
-	unsub func()
-	stop  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-	lost  atomic.Bool
-	taken atomic.Int64 // tasks taken over from dead instances
+	unsub       func()
+	stop        chan struct{}
+	once        sync.Once
+	wg          sync.WaitGroup
+	lost        atomic.Bool
+	taken       atomic.Int64 // tasks taken over from dead instances
 }
 
 func (e *Engine) clusterInit() error {

@@ -96,7 +96,9 @@ func TestClusterChangesPropagateByNotify(t *testing.T) {
 		if err := pg.NewGrants(a.db).Grant(ctx, federation.Grant{Principal: "b.test", Endpoint: "weather@agents.example.test", Scope: federation.ScopeInvocation}); err != nil {
 			t.Fatal(err)
 		}
-	}, func() bool { return b.grants.Granted("bob@b.test", "weather@agents.example.test", federation.ScopeInvocation) })
+	}, func() bool {
+		return b.grants.Granted("bob@b.test", "weather@agents.example.test", federation.ScopeInvocation)
+	})
 
 	// Notices lost: a third member that does not listen, polling every
 	// 250 ms as Run does, still sees the next change.
@@ -111,5 +113,7 @@ func TestClusterChangesPropagateByNotify(t *testing.T) {
 		if _, err := pg.NewGrants(a.db).Revoke(ctx, "b.test", "weather@agents.example.test", federation.ScopeInvocation); err != nil {
 			t.Fatal(err)
 		}
-	}, func() bool { return !c.grants.Granted("bob@b.test", "weather@agents.example.test", federation.ScopeInvocation) })
+	}, func() bool {
+		return !c.grants.Granted("bob@b.test", "weather@agents.example.test", federation.ScopeInvocation)
+	})
 }

@@ -23,35 +23,36 @@ var (
 // under it are exact for the whole cluster.
 const LimitsLock = 0x6167_776c_696d
 
-// Serialize queues the lock with BEGIN: it costs no round trip of its own.
+// Serialize sends BEGIN and the lock now and returns once the lock is
+// held, so the engine can add the operations queued meanwhile to the
+// batch.
 func (t *TaskTx) Serialize() error {
-	q := fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(LimitsLock))
-	if !t.begun {
-		t.pending = append(t.pending, q)
-		return nil
+	if _, err := t.exec(fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(LimitsLock))); err != nil {
+		return fmt.Errorf("taskpg: cluster commit lock: %w", err)
 	}
-	_, err := t.exec(q)
-	return err
+	return nil
 }
 
-// CountActive counts non-terminal tasks: all, caller's, and those of
-// callers in domain (the part after the last '@', as the engine's
-// remoteDomain takes it).
+// CountActive reads the non-terminal task counts (task_counts, kept by
+// trigger): all, caller's, and those of callers in domain (the part after
+// the last '@', as the engine's remoteDomain takes it).
 func (t *TaskTx) CountActive(caller, domain string) (all, byCaller, byDomain int64, err error) {
-	err = t.queryRow(`SELECT count(*),
-			count(*) FILTER (WHERE caller = $1),
-			count(*) FILTER (WHERE $2 <> '' AND lower(substring(caller from '[^@]*$')) = $2)
-		FROM tasks WHERE result IS NULL`, caller, domain).Scan(&all, &byCaller, &byDomain)
+	err = t.queryRow(`SELECT
+			coalesce(sum(n) FILTER (WHERE kind = 'all'), 0),
+			coalesce(sum(n) FILTER (WHERE kind = 'caller'), 0),
+			coalesce(sum(n) FILTER (WHERE kind = 'domain'), 0)
+		FROM task_counts WHERE (kind = 'all' AND key = '') OR (kind = 'caller' AND key = $1)
+			OR (kind = 'domain' AND key = $2 AND $2 <> '')`, caller, domain).Scan(&all, &byCaller, &byDomain)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("taskpg: count active: %w", err)
 	}
 	return all, byCaller, byDomain, nil
 }
 
-// CountRunning counts endpoint's dispatched non-terminal tasks.
+// CountRunning reads endpoint's dispatched non-terminal task count.
 func (t *TaskTx) CountRunning(endpoint string) (int64, error) {
 	var n int64
-	if err := t.queryRow(`SELECT count(*) FROM tasks WHERE endpoint = $1 AND result IS NULL AND dispatched`, endpoint).Scan(&n); err != nil {
+	if err := t.queryRow(`SELECT coalesce(sum(n), 0) FROM task_counts WHERE kind = 'running' AND key = $1`, endpoint).Scan(&n); err != nil {
 		return 0, fmt.Errorf("taskpg: count running: %w", err)
 	}
 	return n, nil

@@ -68,8 +68,8 @@ type ClusterTx interface {
 	// Serialize takes the cluster-wide commit lock, held until the
 	// transaction ends, so that the counts below see every other
 	// instance's committed admissions and dispatches and no other
-	// instance can commit one in between. It is sent with the
-	// transaction's first statement.
+	// instance can commit one in between. It returns once the lock is
+	// held.
 	Serialize() error
 	// CountActive counts the non-terminal tasks of the whole store, of
 	// caller, and of callers in domain ("" counts none), including this

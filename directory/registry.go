@@ -36,6 +36,9 @@ type Registry struct {
 	writeMu sync.Mutex // serializes this process's admin writes
 	loadMu  sync.Mutex // serializes snapshot rebuilds
 
+	kickOnce sync.Once
+	kick     chan struct{} // see Kick
+
 	rc atomic.Pointer[refChecker]
 
 	domain atomic.Pointer[string] // hosted domain; nil accepts any
@@ -127,6 +130,20 @@ func (r *Registry) notify() {
 	}
 }
 
+// Kick makes Watch poll now rather than at its next tick: the store
+// announced a change (in cluster mode, a NOTIFY from another member).
+func (r *Registry) Kick() {
+	select {
+	case r.kickCh() <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Registry) kickCh() chan struct{} {
+	r.kickOnce.Do(func() { r.kick = make(chan struct{}, 1) })
+	return r.kick
+}
+
 // Watch polls the store's change generation every interval and reloads the
 // index when it moved. It returns when ctx is done; run it in its own
 // goroutine. Poll errors are logged and retried on the next tick.
@@ -136,11 +153,13 @@ func (r *Registry) Watch(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	kick := r.kickCh()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-kick:
 		}
 		gen, err := r.store.Generation(ctx)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -57,6 +58,9 @@ type GrantTable struct {
 	store GrantStore
 	snap  atomic.Pointer[grantSnapshot]
 	gen   atomic.Int64
+
+	kickOnce sync.Once
+	kick     chan struct{} // see Kick
 }
 
 type grantSnapshot struct {
@@ -107,16 +111,32 @@ func (t *GrantTable) Reload(ctx context.Context) error {
 func (t *GrantTable) Watch(ctx context.Context, every time.Duration, onErr func(error)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	kick := t.kickCh()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if err := t.Reload(ctx); err != nil && onErr != nil && ctx.Err() == nil {
-				onErr(err)
-			}
+		case <-kick:
+		}
+		if err := t.Reload(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
 		}
 	}
+}
+
+// Kick makes Watch reload now rather than at its next tick: the store
+// announced a change (in cluster mode, a NOTIFY from another member).
+func (t *GrantTable) Kick() {
+	select {
+	case t.kickCh() <- struct{}{}:
+	default:
+	}
+}
+
+func (t *GrantTable) kickCh() chan struct{} {
+	t.kickOnce.Do(func() { t.kick = make(chan struct{}, 1) })
+	return t.kick
 }
 
 // Granted implements GrantSource. It consults both the principal's bare JID

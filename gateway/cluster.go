@@ -18,8 +18,9 @@ import (
 // of several sharing the database. The task engine owns tasks by lease
 // (tasks.ClusterConfig); a connector agent's one connection runs on the
 // instance holding its lease, and its tasks are routed there. Directory and
-// trust changes reach every instance through the store's change generation,
-// polled every 250 ms (Registry.Watch, GrantTable.Watch).
+// trust changes reach every instance through the store's change generation:
+// announced by NOTIFY on commit (onChangeNotice), and polled every 250 ms
+// as the fallback (Registry.Watch, GrantTable.Watch).
 
 // ErrLeaseLost is Run's error when this instance's lease expired while it
 // ran (cut off from the database for longer than [cluster] lease_seconds):
@@ -107,6 +108,24 @@ func (g *Gateway) runCluster(ctx context.Context, cancel context.CancelFunc, goR
 		s := s
 		goRun("connection lease "+s.Name, func(ctx context.Context) error { s.Serve(ctx); return nil })
 	}
+	goRun("change notices", func(ctx context.Context) error {
+		stop := onChangeNotice(c.bus, g.Registry.Kick, g.Grants.Kick)
+		<-ctx.Done()
+		stop()
+		return nil
+	})
+}
+
+// onChangeNotice runs every kick when another member (or an operator
+// command) commits a directory, grant or ban change (pg.GenerationChannel),
+// so the reload follows at once; the 250 ms polls stay the fallback for a
+// lost notice.
+func onChangeNotice(bus cluster.Bus, kicks ...func()) (stop func()) {
+	return bus.Subscribe(pg.GenerationChannel, func([]byte) {
+		for _, k := range kicks {
+			k()
+		}
+	})
 }
 
 // clusterErr is Run's error after a lost lease.

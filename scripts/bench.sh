@@ -104,6 +104,10 @@ bench e2e/bench 5m -run '^$' -bench 'BenchmarkMCPEchoPostgresVsSQLite$' -benchti
 # the takeover after a crash (docs/cluster.md).
 bench tasks 4m -run '^$' -bench 'BenchmarkClusterAdmit$' -benchtime 2s
 bench tasks 4m -run '^$' -bench 'BenchmarkClusterTakeover$' -benchtime 3x
+# Cluster-wide limits: admissions (engines) and MCP echo (agentgw serve
+# behind ejabberd) with 1, 2 and 3 members in one run, as ratios.
+bench tasks 4m -run '^$' -bench 'BenchmarkClusterAdmitRatio$' -benchtime 1x
+bench e2e/bench 8m -run '^$' -bench 'BenchmarkClusterMCPEcho$' -benchtime 1x
 load "end of the measured runs"
 
 # Profiles of missed targets, in shorter runs of their own.

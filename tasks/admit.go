@@ -310,10 +310,11 @@ func (a *admission) op(b *batch, start bool) error {
 	} else {
 		eff = xmpptime.FromTime(now.Add(a.defTimeout))
 	}
-	if e.active+b.delta >= e.cfg.MaxActive {
-		return refuse(ErrResourceConstraint, "task capacity exhausted")
+	reason, err := b.capacityRefusal(inv.Caller)
+	if err != nil {
+		return err
 	}
-	if reason := b.quotaRefusal(inv.Caller); reason != "" {
+	if reason != "" {
 		return refuse(ErrResourceConstraint, reason)
 	}
 	retain := now.Add(e.cfg.Retention)
@@ -346,9 +347,7 @@ func (a *admission) op(b *batch, start bool) error {
 	if !e.owns(t) {
 		// Routed to the instance that holds the endpoint's connection:
 		// it counts, arms and dispatches the task.
-		id, owner := t.ID, t.Owner
-		b.onCommit(func() { e.signal(signal{Kind: sigDispatch, Task: id, Owner: owner}) })
-		return nil
+		return b.queueSignal(signal{Kind: sigDispatch, Task: t.ID, Owner: t.Owner})
 	}
 	b.delta++
 	b.admitted(t)

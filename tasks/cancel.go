@@ -103,11 +103,7 @@ func (e *Engine) Cancel(ctx context.Context, c CancelRequest) (string, int64, er
 		rev = t.Revision
 		id, dispatched := t.ID, t.Dispatched
 		if !e.owns(t) {
-			owner := t.Owner
-			b.onCommit(func() {
-				e.signal(signal{Kind: sigCancel, Task: id, Owner: owner, Input: pendingInput, Dispatched: dispatched})
-			})
-			return nil
+			return b.queueSignal(signal{Kind: sigCancel, Task: id, Owner: t.Owner, Input: pendingInput, Dispatched: dispatched})
 		}
 		b.onCommit(func() {
 			e.requestCancel(id)

@@ -36,6 +36,12 @@ type ClusterConfig struct {
 	OnLeaseLost func()
 	// OnTakeOver, when set, learns each takeover (metrics, tests).
 	OnTakeOver func(dead string, tasks int)
+	// SweepInterval is how often this instance takes the notices queued
+	// for it (cancel, input answer, "dispatch this") without waiting for
+	// their bus hint, and retries dispatches that another member's
+	// running tasks held back; default DefaultSweepInterval. A notice
+	// whose hint is lost is acted on within SweepInterval plus one query.
+	SweepInterval time.Duration
 	// OwnerOf, when set, names the instance that must execute tasks for
 	// endpoint (the holder of a bridge's single connection), "" for this
 	// one. An admitted task is owned by that instance from its first
@@ -46,15 +52,33 @@ type ClusterConfig struct {
 // ClusterChannel is the Bus channel of the engine's cross-instance signals.
 const ClusterChannel = "agentgw.tasks"
 
+// DefaultSweepInterval is ClusterConfig.SweepInterval's default: the bound
+// on acting upon a notice whose bus hint was lost is this plus one query.
+const DefaultSweepInterval = 500 * time.Millisecond
+
+// repumpEvery is how often a member retries the dispatches that the
+// cluster-wide backend limit held back (slots freed on other members).
+const repumpEvery = 100 * time.Millisecond
+
 type clusterState struct {
-	cfg   ClusterConfig
-	db    taskdb.Cluster
-	unsub func()
-	stop  chan struct{}
-	once  sync.Once
-	wg    sync.WaitGroup
-	lost  atomic.Bool
-	taken atomic.Int64 // tasks taken over from dead instances
+	cfg  ClusterConfig
+	db   taskdb.Cluster
+	sigs taskdb.Signals
+	kick chan struct{} // a hint: notices are queued for this instance
+	// held counts endpoints whose waiting tasks the cluster-wide running
+	// count held back (committer-written), so the sweep re-pumps them.
+	held atomic.Int64
+	// full marks those endpoints (committer-owned).
+	full map[string]bool
+	// earlyCancel holds cancels taken from the queue before the task's
+	// executor was launched (under Engine.mu).
+	earlyCancel map[string]bool
+	unsub       func()
+	stop        chan struct{}
+	once        sync.Once
+	wg          sync.WaitGroup
+	lost        atomic.Bool
+	taken       atomic.Int64 // tasks taken over from dead instances
 }
 
 func (e *Engine) clusterInit() error {
@@ -66,10 +90,18 @@ func (e *Engine) clusterInit() error {
 	if c.Instance == "" || c.Bus == nil {
 		return errors.New("tasks: cluster mode needs an instance name and a bus")
 	}
+	sigs, ok := e.db.(taskdb.Signals)
+	if !ok {
+		return errors.New("tasks: cluster mode needs a task driver with a signal queue (the postgres store)")
+	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 10 * time.Second
 	}
-	e.cl = &clusterState{cfg: c, db: db, stop: make(chan struct{})}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	e.cl = &clusterState{cfg: c, db: db, sigs: sigs, stop: make(chan struct{}), kick: make(chan struct{}, 1),
+		full: map[string]bool{}, earlyCancel: map[string]bool{}}
 	return nil
 }
 
@@ -124,10 +156,14 @@ func (e *Engine) clusterJoin(ctx context.Context) ([]taskdb.Task, error) {
 
 func (e *Engine) clusterStart() {
 	c := e.cl
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		e.leaseLoop()
+	}()
+	go func() {
+		defer c.wg.Done()
+		e.sweepLoop()
 	}()
 }
 
@@ -263,43 +299,126 @@ const (
 	sigInput  sigKind = "input"
 	// sigDispatch hands a task admitted elsewhere to its owner.
 	sigDispatch sigKind = "dispatch"
+	// sigWake is the bus hint that notices are queued for Owner.
+	sigWake sigKind = "wake"
 )
 
-// signal is one cross-instance notice to a task's owner. It follows a
-// commit, so the owner acts on committed state.
+// signal is one cross-instance notice to a task's owner. It is queued in
+// the transaction of the commit it announces, so the owner acts on
+// committed state, and only a commit that happened is announced.
 type signal struct {
 	Kind       sigKind         `json:"k"`
-	Task       string          `json:"t"`
+	Task       string          `json:"t,omitempty"`
 	Owner      string          `json:"o"`
 	Input      string          `json:"r,omitempty"` // input request: answered, or superseded by the cancel
 	Answer     json.RawMessage `json:"a,omitempty"`
 	Dispatched bool            `json:"d,omitempty"`
 }
 
-func (e *Engine) signal(s signal) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return
+// queueSignal writes s to the owner's durable queue in this batch and,
+// once the batch commits, hints the owner over the bus to take it now.
+// Should the hint be lost, the owner's sweep takes it within
+// SweepInterval.
+func (b *batch) queueSignal(s signal) error {
+	ctx, ok := b.tx.(taskdb.ClusterTx)
+	if !ok {
+		return errors.New("tasks: cluster mode needs a cluster transaction")
 	}
+	p, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := ctx.EnqueueSignal(s.Owner, p); err != nil {
+		return err
+	}
+	e, owner := b.e, s.Owner
+	b.onCommit(func() { go e.hint(owner) })
+	return nil
+}
+
+// hint tells owner that notices wait in its queue.
+func (e *Engine) hint(owner string) {
+	b, _ := json.Marshal(signal{Kind: sigWake, Owner: owner})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.cl.cfg.Bus.Publish(ctx, ClusterChannel, b); err != nil {
-		// The owner still finds the committed state: its backend call
-		// sees the cancellation or the answer no sooner than its deadline.
-		e.log.Warn("tasks: signalling the task's owner failed", "task", s.Task, "owner", s.Owner, "err", err)
+		// The owner's sweep takes the queued notice all the same.
+		e.log.Warn("tasks: hinting the task's owner failed; its sweep will find the notice", "owner", owner, "err", err)
 	}
 }
 
-// onSignal acts on a notice for a task this instance owns, as the local
-// path does after its own commit.
+// onSignal wakes the drain for a hint addressed to this instance.
 func (e *Engine) onSignal(p []byte) {
 	var s signal
-	if err := json.Unmarshal(p, &s); err != nil || s.Owner != e.cl.cfg.Instance || e.closing.Load() {
+	if err := json.Unmarshal(p, &s); err != nil || s.Owner != e.cl.cfg.Instance {
 		return
 	}
+	select {
+	case e.cl.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sweepLoop takes this instance's queued notices on every hint and every
+// SweepInterval, and retries held dispatches every repumpEvery.
+func (e *Engine) sweepLoop() {
+	c := e.cl
+	sweep := time.NewTicker(c.cfg.SweepInterval)
+	defer sweep.Stop()
+	repump := time.NewTicker(repumpEvery)
+	defer repump.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+			e.drainSignals()
+		case <-sweep.C:
+			e.drainSignals()
+		case <-repump.C:
+			if c.held.Load() > 0 && !e.closing.Load() {
+				e.submit(func(b *batch) error {
+					b.onCommit(e.repumpHeld)
+					return nil
+				})
+			}
+		}
+	}
+}
+
+// drainSignals takes and acts on every notice queued for this instance.
+func (e *Engine) drainSignals() {
+	c := e.cl
+	for !e.closing.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ps, err := c.sigs.TakeSignals(ctx, c.cfg.Instance, 256)
+		cancel()
+		if err != nil {
+			e.log.Warn("tasks: taking queued notices failed; retrying at the next sweep", "err", err)
+			return
+		}
+		for _, p := range ps {
+			var s signal
+			if err := json.Unmarshal(p, &s); err != nil {
+				e.log.Warn("tasks: unreadable queued notice dropped", "err", err)
+				continue
+			}
+			e.actOn(s)
+		}
+		if len(ps) < 256 {
+			return
+		}
+	}
+}
+
+// actOn acts on a notice for a task this instance owns, as the local path
+// does after its own commit.
+func (e *Engine) actOn(s signal) {
 	switch s.Kind {
 	case sigCancel:
-		e.requestCancel(s.Task)
+		if s.Dispatched {
+			e.requestCancelQueued(s.Task)
+		}
 		if s.Input != "" {
 			e.deliverInput(s.Task, s.Input, nil, ErrInputSuperseded)
 		}
@@ -314,10 +433,49 @@ func (e *Engine) onSignal(p []byte) {
 	}
 }
 
+// requestCancelQueued is requestCancel for a queued cancel, which may be
+// taken between the commit of the task's dispatch and the launch of its
+// executor: then launch applies it.
+func (e *Engine) requestCancelQueued(id string) {
+	e.mu.Lock()
+	r := e.runs[id]
+	if r == nil {
+		e.cl.earlyCancel[id] = true
+	}
+	e.mu.Unlock()
+	if r != nil {
+		r.cancelOnce.Do(func() { close(r.cancelReq) })
+	}
+}
+
+// repumpHeld retries the endpoints whose dispatches the cluster-wide
+// running count held back (in the committer).
+func (e *Engine) repumpHeld() {
+	for ep := range e.cl.full {
+		e.unmarkFull(ep)
+		e.pump(ep)
+	}
+}
+
+// markFull notes that ep's waiting tasks wait for slots on other members
+// (committer).
+func (e *Engine) markFull(ep string) {
+	if !e.cl.full[ep] {
+		e.cl.full[ep] = true
+		e.cl.held.Add(1)
+	}
+}
+
+func (e *Engine) unmarkFull(ep string) {
+	if e.cl.full[ep] {
+		delete(e.cl.full, ep)
+		e.cl.held.Add(-1)
+	}
+}
+
 // adoptAdmitted takes up a task another instance admitted for this one:
-// counted, its deadline armed, dispatched. Should this notice be lost, the
-// task waits accepted until this instance restarts or dies (then the
-// takeover dispatches it).
+// counted, its deadline armed, dispatched. The notice is durable (queued
+// with the admission), so it is taken once even if its bus hint is lost.
 func (e *Engine) adoptAdmitted(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

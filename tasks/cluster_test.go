@@ -135,7 +135,10 @@ func (c *testCluster) startFull(name string, limit int, hold bool, ownerOf func(
 		Policy:   taskstest.NewPolicy([2]string{alice, weather}),
 		Backends: func(string) (tasks.Backend, bool) { return c.be.on(name), true },
 		Notifier: m.rec, MaxRunningPerBackend: limit,
-		Cluster: &tasks.ClusterConfig{Instance: name, Bus: bus, LeaseTTL: 900 * time.Millisecond,
+		// A 3 s lease: with 900 ms a loaded 2-core runner stalled a
+		// renewal past the lease now and then, fencing a member mid-test
+		// ("engine not running"); takeovers still follow within 4 s.
+		Cluster: &tasks.ClusterConfig{Instance: name, Bus: bus, LeaseTTL: 3 * time.Second,
 			OwnerOf: ownerOf, OnLeaseLost: lost},
 	}
 	if c.mutate != nil {

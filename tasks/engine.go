@@ -540,6 +540,19 @@ func (e *Engine) take() ([]*op, bool) {
 	}
 }
 
+// topUp adds queued ops to a batch, up to MaxBatch, without waiting.
+func (e *Engine) topUp(ops []*op) []*op {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	n := min(len(e.queue), e.cfg.MaxBatch-len(ops))
+	if n <= 0 {
+		return ops
+	}
+	ops = append(ops, e.queue[:n]...)
+	e.queue = append(e.queue[:0], e.queue[n:]...)
+	return ops
+}
+
 func (e *Engine) commitLoop() {
 	defer e.commitWG.Done()
 	for {
@@ -589,7 +602,6 @@ func (b *batch) now() time.Time { return b.e.clock.Now().UTC() }
 
 func (e *Engine) runBatch(ops []*op) {
 	ctx := context.Background()
-	errs := make([]error, len(ops))
 	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		e.log.Error("tasks: begin failed", "err", err)
@@ -599,6 +611,21 @@ func (e *Engine) runBatch(ops []*op) {
 		return
 	}
 	b := &batch{e: e, tx: tx}
+	if err := b.serialize(); err != nil {
+		e.log.Error("tasks: taking the cluster commit lock failed", "err", err)
+		tx.Rollback()
+		for _, o := range ops {
+			e.finish(o, err)
+		}
+		return
+	}
+	if e.cl != nil {
+		// Ops queued while this batch waited for the cluster commit lock
+		// join it: under contention batches grow instead of queueing
+		// one lock wait each.
+		ops = e.topUp(ops)
+	}
+	errs := make([]error, len(ops))
 	guarded := ops
 	if len(ops) == 1 {
 		// A batch of one needs no savepoint (two statements fewer, the

@@ -136,11 +136,7 @@ func (e *Engine) ProvideInput(ctx context.Context, in InputSubmission) (string, 
 		rev = t.Revision
 		answer := append([]byte(nil), canon...)
 		if !e.owns(t) {
-			owner := t.Owner
-			b.onCommit(func() {
-				e.signal(signal{Kind: sigInput, Task: in.TaskID, Owner: owner, Input: in.RequestID, Answer: answer})
-			})
-			return nil
+			return b.queueSignal(signal{Kind: sigInput, Task: in.TaskID, Owner: t.Owner, Input: in.RequestID, Answer: answer})
 		}
 		b.onCommit(func() { e.deliverInput(in.TaskID, in.RequestID, answer, nil) })
 		return nil

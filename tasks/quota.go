@@ -93,6 +93,58 @@ func (e *Engine) countTask(t *taskdb.Task) {
 	}
 }
 
+// capacityRefusal is the reason a caller may not be admitted another task
+// (MaxActive, then the quotas), "" when it may. In cluster mode the active
+// counts are the whole cluster's, read in this transaction under the
+// cluster commit lock (see serialize); the retained-bytes budget stays
+// this instance's.
+func (b *batch) capacityRefusal(caller string) (string, error) {
+	cfg := &b.e.cfg
+	ctx, ok := b.clusterTx()
+	if !ok {
+		if b.e.active+b.delta >= cfg.MaxActive {
+			return "task capacity exhausted", nil
+		}
+		return b.quotaRefusal(caller), nil
+	}
+	domain := b.e.remoteDomain(caller)
+	all, byCaller, byDomain, err := ctx.CountActive(caller, domain)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case all >= int64(cfg.MaxActive):
+		return "task capacity exhausted", nil
+	case cfg.MaxActivePerPrincipal > 0 && byCaller >= int64(cfg.MaxActivePerPrincipal):
+		return "the caller's active task quota is exhausted", nil
+	case domain != "" && cfg.MaxActivePerDomain > 0 && byDomain >= int64(cfg.MaxActivePerDomain):
+		return "the remote domain's active task quota is exhausted", nil
+	case cfg.MaxRetainedBytes > 0 && b.count(cRetained, caller) >= cfg.MaxRetainedBytes:
+		return "the caller's retained result budget is exhausted", nil
+	}
+	return "", nil
+}
+
+// clusterTx is the batch's transaction as a cluster one, in cluster mode.
+func (b *batch) clusterTx() (taskdb.ClusterTx, bool) {
+	if b.e.cl == nil {
+		return nil, false
+	}
+	ctx, ok := b.tx.(taskdb.ClusterTx)
+	return ctx, ok
+}
+
+// serialize takes the cluster commit lock for this batch in cluster mode:
+// every member's group commit holds it, so the admission and dispatch
+// counts are exact for the cluster. It is taken first, before any row
+// lock, so two members' batches cannot deadlock on it.
+func (b *batch) serialize() error {
+	if ctx, ok := b.clusterTx(); ok {
+		return ctx.Serialize()
+	}
+	return nil
+}
+
 // quotaRefusal is the reason a caller may not be admitted another task, ""
 // when it may.
 func (b *batch) quotaRefusal(caller string) string {
@@ -123,7 +175,12 @@ func (b *batch) settled(t *taskdb.Task, payload []byte) {
 	if t.Dispatched {
 		b.add(cRunning, t.Endpoint, -1)
 		ep := t.Endpoint
-		b.onCommit(func() { b.e.pump(ep) })
+		b.onCommit(func() {
+			if b.e.cl != nil {
+				b.e.unmarkFull(ep) // a slot freed here
+			}
+			b.e.pump(ep)
+		})
 	}
 }
 
@@ -155,22 +212,43 @@ func (e *Engine) runningLimit(endpoint string) int {
 	return max(e.cfg.MaxRunningPerBackend, 0)
 }
 
+// localRunning is the running count pump releases against: this
+// instance's own (in cluster mode a lower bound, checked at dispatch).
+func (e *Engine) localRunning(endpoint string) int64 {
+	return e.counts[cRunning][endpoint]
+}
+
 // mayDispatch reports whether an accepted task may take a backend slot
 // now. A task released by pump owns a reserved slot; any other one waits
 // behind those already waiting, so slots go out in admission order.
-func (b *batch) mayDispatch(id, endpoint string) bool {
+//
+// In cluster mode the running count is the cluster's, read under the
+// cluster commit lock; a task held by it waits until the sweep's re-pump
+// (repumpEvery) or a local settlement finds a slot.
+func (b *batch) mayDispatch(id, endpoint string) (bool, error) {
 	limit := b.e.runningLimit(endpoint)
 	if limit == 0 {
-		return true
+		return true, nil
 	}
 	_, rel := b.e.released[id]
 	reserved := b.e.releasedN[endpoint]
 	if rel {
 		reserved--
 	} else if len(b.e.waiting[endpoint]) > 0 {
-		return false
+		return false, nil
 	}
-	return b.count(cRunning, endpoint)+int64(reserved) < int64(limit)
+	running := b.count(cRunning, endpoint)
+	if ctx, ok := b.clusterTx(); ok {
+		n, err := ctx.CountRunning(endpoint)
+		if err != nil {
+			return false, err
+		}
+		running = n
+		if running+int64(reserved) >= int64(limit) {
+			b.onCommit(func() { b.e.markFull(endpoint) })
+		}
+	}
+	return running+int64(reserved) < int64(limit), nil
 }
 
 // hold keeps an accepted task waiting for a slot (after commit): a released
@@ -201,9 +279,17 @@ func (e *Engine) unrelease(id string) {
 // pump releases waiting tasks of an endpoint into free slots, each with a
 // reserved slot and a durable dispatch. It runs after commits, in the
 // committer.
+//
+// In cluster mode an endpoint marked full (its last dispatch found the
+// cluster's slots taken) is left to the sweep's re-pump, and released
+// tasks are bounded by the limit alone: their dispatch counts the
+// cluster's running tasks.
 func (e *Engine) pump(endpoint string) {
 	limit := e.runningLimit(endpoint)
-	for len(e.waiting[endpoint]) > 0 && (limit == 0 || e.counts[cRunning][endpoint]+int64(e.releasedN[endpoint]) < int64(limit)) {
+	if e.cl != nil && e.cl.full[endpoint] {
+		return
+	}
+	for len(e.waiting[endpoint]) > 0 && (limit == 0 || e.localRunning(endpoint)+int64(e.releasedN[endpoint]) < int64(limit)) {
 		q := e.waiting[endpoint]
 		id := q[0]
 		if len(q) == 1 {

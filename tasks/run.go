@@ -53,6 +53,15 @@ type run struct {
 	// resumable: the backend committed state it can resume from
 	// (Checkpoint); a shutdown leaves the task for the next start.
 	resumable atomic.Bool
+	// early is an answer that reached the run before its RequestInput's
+	// commit had registered the request (an answer committed on another
+	// cluster member right after that commit).
+	early *earlyAnswer
+}
+
+type earlyAnswer struct {
+	requestID string
+	answer    json.RawMessage
 }
 
 type pendingInput struct {
@@ -76,6 +85,11 @@ func (e *Engine) start(call Call, tool *toolInfo, exec func(ctx context.Context,
 		cancelReq: make(chan struct{}), done: make(chan struct{})}
 	e.mu.Lock()
 	e.runs[call.TaskID] = r
+	if e.cl != nil && e.cl.earlyCancel[call.TaskID] {
+		// A cancel committed elsewhere was taken before this launch.
+		delete(e.cl.earlyCancel, call.TaskID)
+		r.cancelOnce.Do(func() { close(r.cancelReq) })
+	}
 	if e.closing.Load() {
 		// Close settles it as interrupted; no backend call starts now.
 		e.mu.Unlock()
@@ -112,6 +126,9 @@ func (e *Engine) finished(id string, state agentproto.State) {
 	e.mu.Lock()
 	r := e.runs[id]
 	delete(e.runs, id)
+	if e.cl != nil {
+		delete(e.cl.earlyCancel, id)
+	}
 	e.mu.Unlock()
 	if r == nil {
 		return
@@ -392,6 +409,14 @@ func (r *run) RequestInput(ctx context.Context, req InputRequest) (json.RawMessa
 		b.onCommit(func() {
 			r.mu.Lock()
 			r.input = pi
+			if ea := r.early; ea != nil && ea.requestID == pi.requestID {
+				// Answered on another member before this commit's
+				// callbacks ran.
+				r.early, r.input = nil, nil
+				pi.answer <- ea.answer
+				r.mu.Unlock()
+				return
+			}
 			if hasExpiry {
 				reqID := pi.requestID
 				r.inputTimer = r.e.clock.AfterFunc(max(timerInstant(expires).Sub(r.e.clock.Now()), 0), func() {
@@ -437,6 +462,11 @@ func (e *Engine) deliverInput(taskID, requestID string, answer json.RawMessage, 
 	r.mu.Lock()
 	pi := r.input
 	if pi == nil || pi.requestID != requestID {
+		if pi == nil && outcome == nil && e.cl != nil {
+			// A queued answer may overtake the callbacks of the commit
+			// that asked: keep it for them.
+			r.early = &earlyAnswer{requestID: requestID, answer: answer}
+		}
 		r.mu.Unlock()
 		return
 	}

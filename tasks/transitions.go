@@ -204,8 +204,8 @@ func (b *batch) dispatchLoaded(t *taskdb.Task) (out dispatchOutcome, err error) 
 	if tool == nil {
 		return dispatchOther, b.fail(t, Failure{Code: agentproto.CodeManifestUnavailable, Message: "The pinned manifest is no longer available."})
 	}
-	if !b.mayDispatch(id, t.Endpoint) {
-		return dispatchHeld, nil
+	if ok, err := b.mayDispatch(id, t.Endpoint); err != nil || !ok {
+		return dispatchHeld, err
 	}
 	payload, err := statusPayload(b.e.lifecycle, agentproto.StateRunning, b.now())
 	if err != nil {

@@ -195,8 +195,22 @@ func (db *DB) Generation(ctx context.Context) (int64, error) {
 	return g, nil
 }
 
-// BumpGeneration moves the change generation inside tx.
+// BumpGeneration moves the change generation inside tx, and notifies
+// GenerationChannel on the cluster bus when tx commits, so that every
+// member reloads its directory and grants at once instead of at its next
+// poll (which stays the fallback for a lost notice).
 func BumpGeneration(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `UPDATE change_generation SET generation = generation + 1 WHERE id = 1`)
+	if _, err := tx.Exec(ctx, `UPDATE change_generation SET generation = generation + 1 WHERE id = 1`); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, pgChannel, generationNotice)
 	return err
 }
+
+// GenerationChannel is the bus channel on which a committed change of the
+// change generation (directory, grants, bans) is announced; the payload
+// is empty.
+const GenerationChannel = "agentgw.generation"
+
+// generationNotice is the bus envelope of a GenerationChannel notice.
+const generationNotice = `{"c":"` + GenerationChannel + `"}`

@@ -33,6 +33,11 @@ func (d *Tasks) Join(ctx context.Context, name string, ttl time.Duration) error 
 	if _, err := tx.Exec(ctx, `UPDATE tasks SET owner = $1 WHERE owner = '' AND result IS NULL`, name); err != nil {
 		return fmt.Errorf("taskpg: join: %w", err)
 	}
+	// A rejoining instance recovers its tasks from their state: notices
+	// queued for its previous incarnation are stale.
+	if _, err := tx.Exec(ctx, `DELETE FROM task_signals WHERE owner = $1`, name); err != nil {
+		return fmt.Errorf("taskpg: join: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("taskpg: join: %w", err)
 	}
@@ -123,6 +128,11 @@ func (d *Tasks) TakeOver(ctx context.Context, dead, owner string) ([]taskdb.Task
 	}
 	moved, err := collectTasks(rows)
 	if err != nil {
+		return nil, fmt.Errorf("taskpg: takeover: %w", err)
+	}
+	// The survivor recovers the moved tasks from their state: the dead
+	// instance's queued notices are stale.
+	if _, err := tx.Exec(ctx, `DELETE FROM task_signals WHERE owner = $1`, dead); err != nil {
 		return nil, fmt.Errorf("taskpg: takeover: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -48,3 +48,36 @@ type Cluster interface {
 	// (tasks it admitted while it still thought itself live).
 	TakeOver(ctx context.Context, dead, owner string) ([]Task, error)
 }
+
+// Signals is the durable queue of notices from one instance to a task's
+// owner (cancel, input answer, "dispatch this"), implemented by a Cluster
+// driver. A notice is written in the same transaction as the commit it
+// announces (ClusterTx.EnqueueSignal), so it exists exactly when that
+// commit does; the owner takes each one exactly once. The bus only says
+// "look now": a lost hint delays a notice until the owner's next sweep.
+type Signals interface {
+	// TakeSignals removes and returns up to max notices queued for
+	// owner, oldest first.
+	TakeSignals(ctx context.Context, owner string, max int) ([][]byte, error)
+}
+
+// ClusterTx is implemented by the write transaction of a Cluster driver:
+// what makes admission limits hold for the cluster rather than per
+// instance (docs/cluster.md, "Cluster-wide limits").
+type ClusterTx interface {
+	// Serialize takes the cluster-wide commit lock, held until the
+	// transaction ends, so that the counts below see every other
+	// instance's committed admissions and dispatches and no other
+	// instance can commit one in between. It returns once the lock is
+	// held.
+	Serialize() error
+	// CountActive counts the non-terminal tasks of the whole store, of
+	// caller, and of callers in domain ("" counts none), including this
+	// transaction's own writes.
+	CountActive(caller, domain string) (all, byCaller, byDomain int64, err error)
+	// CountRunning counts the dispatched non-terminal tasks of endpoint.
+	CountRunning(endpoint string) (int64, error)
+	// EnqueueSignal queues payload for owner, committed with the
+	// transaction.
+	EnqueueSignal(owner string, payload []byte) error
+}

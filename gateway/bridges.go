@@ -145,7 +145,7 @@ func (h *bridgeHost) Lease(ep, lease string, template any, newTerm func() (backe
 	if !ok {
 		return fmt.Errorf("bridge backend %T is not a tasks.Backend", template)
 	}
-	return h.g.leaseBackend(ep, lease, tmpl.Features(), func() (LeasedTerm, error) {
+	return h.g.leaseBackend(ep, lease, tmpl, func() (LeasedTerm, error) {
 		t, err := newTerm()
 		if err != nil {
 			return LeasedTerm{}, err

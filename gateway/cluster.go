@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/agentproto"
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/cluster"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/store/pg"
@@ -35,6 +36,7 @@ type clusterParts struct {
 	cancel   context.CancelFunc
 	holders  sync.Map // endpoint -> holder instance of its connection lease
 	leased   []*cluster.Singleton
+	chat     *leaseChat // the chat relay of leased conversing backends
 }
 
 // setupCluster opens the bus when the store is PostgreSQL.
@@ -119,6 +121,9 @@ func (g *Gateway) clusterErr() error {
 
 func (g *Gateway) closeCluster() {
 	if g.cl != nil {
+		if g.cl.chat != nil {
+			g.cl.chat.unsub()
+		}
 		g.cl.bus.Close()
 	}
 }
@@ -138,8 +143,18 @@ type LeasedTerm struct {
 // others route the endpoint's admissions to the holder. Any bridge of that
 // kind (xAgent connector, agent-control-center, OpenAgentNetwork) plugs in
 // with its own newTerm; outside cluster mode it is not used.
-func (g *Gateway) leaseBackend(ep, lease string, features tasks.Features, newTerm func() (LeasedTerm, error)) error {
-	lb := &leasedBackend{self: g.cl.instance, features: features}
+func (g *Gateway) leaseBackend(ep, lease string, template tasks.Backend, newTerm func() (LeasedTerm, error)) error {
+	lb := &leasedBackend{self: g.cl.instance, features: template.Features()}
+	var backend tasks.Backend = lb
+	if _, ok := template.(backendkit.Conversant); ok {
+		// Chat goes from and to the holder (leasechat.go).
+		lc := &leasedChatBackend{leasedBackend: lb, ep: ep, relay: g.leaseChat(), tmpl: template}
+		lb.attach = lc.attach
+		lc.relay.mu.Lock()
+		lc.relay.eps[ep] = lc
+		lc.relay.mu.Unlock()
+		backend = lc
+	}
 	s := &cluster.Singleton{
 		Leases: g.cl.bus, Name: lease, Holder: g.cl.instance, TTL: g.cl.ttl,
 		Log: g.log.With("endpoint", ep),
@@ -162,7 +177,7 @@ func (g *Gateway) leaseBackend(ep, lease string, features tasks.Features, newTer
 		},
 	}
 	g.cl.leased = append(g.cl.leased, s)
-	g.backends[ep] = lb
+	g.backends[ep] = backend
 	return nil
 }
 
@@ -174,11 +189,19 @@ type leasedBackend struct {
 	mu       sync.Mutex
 	cur      *LeasedTerm
 	holder   string
+	attach   func(backend any) // gives a new term the messaging Chat
 }
 
 var _ tasks.Backend = (*leasedBackend)(nil)
 
-func (l *leasedBackend) set(t *LeasedTerm)  { l.mu.Lock(); l.cur = t; l.mu.Unlock() }
+func (l *leasedBackend) set(t *LeasedTerm) {
+	if t != nil && l.attach != nil {
+		l.attach(t.Backend)
+	}
+	l.mu.Lock()
+	l.cur = t
+	l.mu.Unlock()
+}
 func (l *leasedBackend) setHolder(h string) { l.mu.Lock(); l.holder = h; l.mu.Unlock() }
 
 func (l *leasedBackend) Features() tasks.Features { return l.features }

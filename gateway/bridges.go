@@ -158,6 +158,15 @@ func (h *bridgeHost) Lease(ep, lease string, template any, newTerm func() (backe
 	})
 }
 
+func (h *bridgeHost) Hold(lease string, endpoints func() []string, run func(context.Context) error) error {
+	if h.g.cl == nil {
+		h.g.starters = append(h.g.starters, run)
+		return nil
+	}
+	h.g.holdShared(lease, endpoints, run)
+	return nil
+}
+
 func (h *bridgeHost) Shared(key string, make func() (any, error)) (any, error) {
 	if v, ok := h.shared[key]; ok {
 		return v, nil

@@ -181,6 +181,26 @@ func (g *Gateway) leaseBackend(ep, lease string, template tasks.Backend, newTerm
 	return nil
 }
 
+// holdShared runs a resource several endpoints share (the ACC listener)
+// on the instance holding lease; the endpoints' admissions are routed to
+// that instance, whose registered backends execute them.
+func (g *Gateway) holdShared(lease string, endpoints func() []string, run func(context.Context) error) {
+	s := &cluster.Singleton{
+		Leases: g.cl.bus, Name: lease, Holder: g.cl.instance, TTL: g.cl.ttl,
+		Log: g.log, Run: run,
+		OnHolder: func(h string) {
+			for _, ep := range endpoints() {
+				if h == "" {
+					g.cl.holders.Delete(ep)
+				} else {
+					g.cl.holders.Store(ep, h)
+				}
+			}
+		},
+	}
+	g.cl.leased = append(g.cl.leased, s)
+}
+
 // leasedBackend is a connection-holding backend in cluster mode: the
 // current lease term's backend, or none on an instance without the lease.
 type leasedBackend struct {

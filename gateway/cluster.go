@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/agentproto"
-	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/cluster"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/store/pg"
@@ -146,7 +145,7 @@ type LeasedTerm struct {
 func (g *Gateway) leaseBackend(ep, lease string, template tasks.Backend, newTerm func() (LeasedTerm, error)) error {
 	lb := &leasedBackend{self: g.cl.instance, features: template.Features()}
 	var backend tasks.Backend = lb
-	if _, ok := template.(backendkit.Conversant); ok {
+	if originatesChat(ep, template) {
 		// Chat goes from and to the holder (leasechat.go).
 		lc := &leasedChatBackend{leasedBackend: lb, ep: ep, relay: g.leaseChat(), tmpl: template}
 		lb.attach = lc.attach

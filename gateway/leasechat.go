@@ -190,6 +190,22 @@ func (r *leaseChat) relayTurn(ctx context.Context, holder string, t backendkit.T
 	}
 }
 
+// originatesChat reports whether a leased endpoint's backend chats: it
+// converses, takes the messaging Chat, and (when it says whom it
+// messages) has a configured recipient (an IM connector without an inbox
+// does not chat, and stays a plain leased backend).
+func originatesChat(ep string, template any) bool {
+	_, conv := template.(backendkit.Conversant)
+	_, att := template.(backendkit.ChatAttacher)
+	if !conv || !att {
+		return false
+	}
+	if cc, ok := template.(backendkit.ChatConsent); ok {
+		return len(cc.ChatRecipients(ep)) > 0
+	}
+	return true
+}
+
 // leasedChatBackend is a leasedBackend whose backend converses: it
 // implements the chat interfaces for the messaging service on every
 // member, the holder's term answering and the others relaying to it.

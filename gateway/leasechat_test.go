@@ -36,6 +36,9 @@ func (c *chatBackend) Converse(_ context.Context, t backendkit.Turn) error {
 }
 func (c *chatBackend) AttachChat(ch backendkit.Chat) { c.mu.Lock(); c.chat = ch; c.mu.Unlock() }
 func (c *chatBackend) ChatRecipients(string) []string {
+	if c.inbox == "" {
+		return nil
+	}
 	return []string{c.inbox}
 }
 func (c *chatBackend) ChatBounced(b backendkit.Bounce) {
@@ -140,6 +143,12 @@ func TestLeasedChatRelaysToTheHolder(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the relay waited %v past its context", d)
+	}
+	// Which leased backends chat: one that converses, takes the Chat and
+	// has a recipient configured; not an IM connector without an inbox,
+	// nor a backend that only runs tools.
+	if !originatesChat(ep, tmpl) || originatesChat(ep, &chatBackend{}) || originatesChat(ep, taskstest.New(tasks.Features{})) {
+		t.Fatal("originatesChat chose wrong")
 	}
 	// No holder at all: chat is not offered.
 	b.setHolder("")

@@ -121,6 +121,7 @@ func build(_ context.Context, h backendkit.Host, a backendkit.Agent) error {
 			return nil, err
 		}
 		if h.Leased() {
+			s.leased = true
 			// One listener across the cluster: the holder of its lease
 			// binds [acc] listen and runs every ACC endpoint's runs.
 			return s, h.Hold(ListenerLease, s.Endpoints, s.Start)

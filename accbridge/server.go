@@ -97,6 +97,7 @@ type Server struct {
 	addr     net.Addr
 	ready    chan struct{}
 	readyOne sync.Once
+	leased   bool // cluster mode: the listener runs on the lease holder
 }
 
 // NewServer loads the key material and returns the server; Start listens.

@@ -78,6 +78,11 @@ func TestLeaseACCListener(t *testing.T) {
 		if name != h && strings.Contains(p.Log(), "acc listener up") {
 			t.Fatalf("member %s (not the holder %s) opened the ACC listener", name, h)
 		}
+		// A member without the listener has nothing to wait for at its
+		// start.
+		if strings.Contains(p.Log(), "backends not ready") {
+			t.Fatalf("member %s waited for its ACC endpoint to be ready:\n%s", name, e2e.Tail(p.Log(), 2000))
+		}
 	}
 
 	// kill -9 the holder mid-run.

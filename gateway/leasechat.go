@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/cluster"
+	"github.com/agentgw/agentgw/tasks"
 )
 
 // Chat on a leased backend (docs/cluster.md, "Chat on a leased bridge").
@@ -206,17 +207,29 @@ func originatesChat(ep string, template any) bool {
 	return true
 }
 
-// leasedChatBackend is a leasedBackend whose backend converses: it
+// leasedChatBackend is a leased endpoint whose backend converses: it
 // implements the chat interfaces for the messaging service on every
-// member, the holder's term answering and the others relaying to it.
+// member, this member's backend answering while it holds the lease and
+// the others relaying to the holder. Tasks go to Backend: the
+// leasedBackend of a connection-holding backend, or the endpoint's own
+// backend for an endpoint of a held shared resource (the ACC listener).
 type leasedChatBackend struct {
-	*leasedBackend
+	tasks.Backend
+	self  string
 	ep    string
 	relay *leaseChat
 	// tmpl answers what the configuration decides (ChatRecipients) on a
 	// member without the lease.
 	tmpl any
-	chat atomic.Pointer[chatBox]
+	// local is this member's conversing backend while it holds the
+	// lease, else nil; holder is the holder seen last ("" unknown).
+	local  func() any
+	holder func() string
+	// fixed: the endpoint's backend is permanent (tmpl, a held endpoint's
+	// own backend) and takes the Chat once; otherwise each lease term
+	// gets it (attach).
+	fixed bool
+	chat  atomic.Pointer[chatBox]
 }
 
 type chatBox struct{ c backendkit.Chat }
@@ -226,28 +239,40 @@ var (
 	_ backendkit.ChatAttacher = (*leasedChatBackend)(nil)
 	_ backendkit.ChatConsent  = (*leasedChatBackend)(nil)
 	_ backendkit.ChatWatcher  = (*leasedChatBackend)(nil)
+	_ backendkit.Readiness    = (*leasedChatBackend)(nil)
 )
 
-// term is the current term's backend, nil without the lease.
-func (l *leasedChatBackend) term() any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur == nil {
-		return nil
-	}
-	return l.cur.Backend
+// newLeasedChat wraps a leased endpoint's backend for chat.
+func newLeasedChat(g *Gateway, ep string, backend tasks.Backend, tmpl any, local func() any, holder func() string, fixed bool) *leasedChatBackend {
+	lc := &leasedChatBackend{Backend: backend, self: g.cl.instance, ep: ep, relay: g.leaseChat(), tmpl: tmpl,
+		local: local, holder: holder, fixed: fixed}
+	lc.relay.mu.Lock()
+	lc.relay.eps[ep] = lc
+	lc.relay.mu.Unlock()
+	return lc
 }
 
-func (l *leasedChatBackend) holderNow() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.holder
+// Ready is the task backend's.
+func (l *leasedChatBackend) Ready() bool {
+	if r, ok := l.Backend.(backendkit.Readiness); ok {
+		return r.Ready()
+	}
+	return true
 }
+
+// term is this member's conversing backend, nil without the lease.
+func (l *leasedChatBackend) term() any { return l.local() }
+
+func (l *leasedChatBackend) holderNow() string { return l.holder() }
 
 // AttachChat keeps the messaging service's Chat for every term.
 func (l *leasedChatBackend) AttachChat(c backendkit.Chat) {
 	l.chat.Store(&chatBox{c})
-	if a, ok := l.term().(backendkit.ChatAttacher); ok {
+	b := l.term()
+	if l.fixed {
+		b = l.tmpl
+	}
+	if a, ok := b.(backendkit.ChatAttacher); ok {
 		a.AttachChat(c)
 	}
 }

@@ -61,16 +61,16 @@ func (nopChat) Ack(context.Context, backendkit.Ack) error           { return nil
 func (nopChat) Activity(context.Context, backendkit.Activity) error { return nil }
 
 // member is one instance's leased chat backend for endpoint ep on a
-// shared bus.
-func member(bus cluster.Bus, self, ep string, tmpl any) *leasedChatBackend {
+// shared bus, and its leasedBackend.
+func member(bus cluster.Bus, self, ep string, tmpl any) (*leasedChatBackend, *leasedBackend) {
 	r := &leaseChat{self: self, bus: bus, log: slog.New(slog.DiscardHandler),
 		eps: map[string]*leasedChatBackend{}, waiting: map[string]chan string{}}
 	r.unsub = bus.Subscribe(leaseChatChannel, r.onMsg)
 	lb := &leasedBackend{self: self}
-	lc := &leasedChatBackend{leasedBackend: lb, ep: ep, relay: r, tmpl: tmpl}
+	lc := &leasedChatBackend{Backend: lb, self: self, ep: ep, relay: r, tmpl: tmpl, local: lb.termBackend, holder: lb.holderNow}
 	lb.attach = lc.attach
 	r.eps[ep] = lc
-	return lc
+	return lc, lb
 }
 
 // A leased conversing backend: the holder's term gets the messaging
@@ -83,15 +83,15 @@ func TestLeasedChatRelaysToTheHolder(t *testing.T) {
 	bus := cluster.NewLocal()
 	const ep = "im@agents.example.test"
 	tmpl := &chatBackend{inbox: "alice@example.test"}
-	a := member(bus, "gw-a", ep, tmpl)
-	b := member(bus, "gw-b", ep, tmpl)
+	a, alb := member(bus, "gw-a", ep, tmpl)
+	b, blb := member(bus, "gw-b", ep, tmpl)
 	a.AttachChat(nopChat{})
 	b.AttachChat(nopChat{})
 
 	term := &chatBackend{Executor: taskstest.New(tasks.Features{}), inbox: "alice@example.test", converse: true}
-	a.setHolder("gw-a")
-	b.setHolder("gw-a")
-	a.set(&LeasedTerm{Backend: term})
+	alb.setHolder("gw-a")
+	blb.setHolder("gw-a")
+	alb.set(&LeasedTerm{Backend: term})
 	if term.attached() == nil {
 		t.Fatal("the new term did not get the messaging Chat")
 	}
@@ -134,7 +134,7 @@ func TestLeasedChatRelaysToTheHolder(t *testing.T) {
 	})
 
 	// The holder is gone (no one answers on the bus): bounded, unavailable.
-	b.setHolder("gw-dead")
+	blb.setHolder("gw-dead")
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -151,7 +151,7 @@ func TestLeasedChatRelaysToTheHolder(t *testing.T) {
 		t.Fatal("originatesChat chose wrong")
 	}
 	// No holder at all: chat is not offered.
-	b.setHolder("")
+	blb.setHolder("")
 	if b.CanConverse(ep) {
 		t.Fatal("chat offered with no holder")
 	}

@@ -73,6 +73,23 @@ func TestLeaseACCListener(t *testing.T) {
 	if completed != n {
 		t.Fatalf("%d of %d runs completed; the others: %v", completed, n, fails)
 	}
+	// Chat: a chat message starts a run whose completion is the reply;
+	// ejabberd hands each to a random member, which relays it to the
+	// holder. Before the relay, two in three were refused.
+	in := l.inbox("alice")
+	const chats = 6
+	for i := range chats {
+		sendChat(t, in, ep, fmt.Sprintf("echo chat-%d", i))
+	}
+	testkit.WaitFor(t, 90*time.Second, "a chat reply to each chat message", func() bool {
+		got := strings.Join(in.bodies(ep), "\n")
+		for i := range chats {
+			if !strings.Contains(got, fmt.Sprintf("chat-%d", i)) {
+				return false
+			}
+		}
+		return true
+	})
 	h := l.holder(accLease, 30*time.Second)
 	for name, p := range l.members {
 		if name != h && strings.Contains(p.Log(), "acc listener up") {

@@ -151,7 +151,7 @@ func (in *inbox) bodies(from string) []string {
 	defer in.mu.Unlock()
 	var out []string
 	for _, m := range in.msgs {
-		if !strings.HasPrefix(m.AttrValue("from"), from) {
+		if !strings.HasPrefix(m.AttrValue("from"), from) || m.AttrValue("type") == "error" {
 			continue
 		}
 		if b := m.Child("", "body"); b != nil {

@@ -90,6 +90,10 @@ type leaseChat struct {
 		Debug(string, ...any)
 	}
 
+	// wrote tells this member's messaging service that a relayed turn's
+	// sender wrote (its consent and receipt live there).
+	wrote func(backendkit.Turn)
+
 	mu      sync.Mutex
 	eps     map[string]*leasedChatBackend
 	waiting map[string]chan string
@@ -101,7 +105,12 @@ func (g *Gateway) leaseChat() *leaseChat {
 	c := g.cl
 	if c.chat == nil {
 		c.chat = &leaseChat{self: c.instance, bus: c.bus, log: g.log.With("part", "lease-chat"),
-			eps: map[string]*leasedChatBackend{}, waiting: map[string]chan string{}}
+			eps: map[string]*leasedChatBackend{}, waiting: map[string]chan string{},
+			wrote: func(t backendkit.Turn) {
+				if g.Messaging != nil {
+					g.Messaging.PeerWrote(t)
+				}
+			}}
 		c.chat.unsub = c.bus.Subscribe(leaseChatChannel, c.chat.onMsg)
 	}
 	return c.chat
@@ -147,6 +156,9 @@ func (r *leaseChat) onMsg(payload []byte) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), leaseChatWait)
 			defer cancel()
+			if r.wrote != nil && lb.term() != nil {
+				r.wrote(*m.Turn)
+			}
 			err := lb.converseHere(ctx, *m.Turn)
 			if perr := r.publish(leaseChatMsg{Kind: "reply", Endpoint: m.Endpoint, From: r.self, To: m.From, ID: m.ID, Err: relayErr(err)}); perr != nil {
 				r.log.Warn("lease chat: cannot answer a relayed turn; the sender is told the agent is unavailable", "endpoint", m.Endpoint, "err", perr)

@@ -102,10 +102,18 @@ func TestLeasedChatRelaysToTheHolder(t *testing.T) {
 		t.Fatalf("consent on a member without the lease: %v", got)
 	}
 
+	var wroteMu sync.Mutex
+	var wrote []string
+	a.relay.wrote = func(t backendkit.Turn) { wroteMu.Lock(); wrote = append(wrote, t.From); wroteMu.Unlock() }
 	ctx := context.Background()
 	if err := b.Converse(ctx, backendkit.Turn{Endpoint: ep, From: "alice@example.test/x", ID: "t1", Body: "hello"}); err != nil {
 		t.Fatalf("relayed turn: %v", err)
 	}
+	wroteMu.Lock()
+	if len(wrote) != 1 || wrote[0] != "alice@example.test/x" {
+		t.Fatalf("the holder's messaging did not learn that the sender wrote (its consent to replies): %v", wrote)
+	}
+	wroteMu.Unlock()
 	if err := a.Converse(ctx, backendkit.Turn{Endpoint: ep, From: "alice@example.test/x", ID: "t2", Body: "local"}); err != nil {
 		t.Fatalf("local turn: %v", err)
 	}

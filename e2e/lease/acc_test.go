@@ -103,6 +103,7 @@ func TestLeaseACCListener(t *testing.T) {
 	}
 
 	// kill -9 the holder mid-run.
+	before := len(conn.RunIDs("create_run")) // the runs and the chats' runs
 	accepted := make(chan string, 1)
 	done := make(chan *agentclient.Outcome, 1)
 	go func() {
@@ -117,9 +118,8 @@ func TestLeaseACCListener(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the hang run was not accepted")
 	}
-	before := len(conn.RunIDs("create_run"))
-	testkit.WaitFor(t, 30*time.Second, "the hang run at the connector", func() bool { return len(conn.RunIDs("create_run")) == n+1 && before >= n })
-	runID := conn.RunIDs("create_run")[n]
+	testkit.WaitFor(t, 30*time.Second, "the hang run at the connector", func() bool { return len(conn.RunIDs("create_run")) == before+1 })
+	runID := conn.RunIDs("create_run")[before]
 	l.members[h].Kill()
 	next := l.holder(accLease, 60*time.Second)
 	if next == h {
@@ -140,8 +140,8 @@ func TestLeaseACCListener(t *testing.T) {
 	if err != nil || st.State != agentproto.StateFailed {
 		t.Fatalf("task %s after kill -9: %v %+v", id, err, st)
 	}
-	if got := len(conn.RunIDs("create_run")); got != n+1 {
-		t.Fatalf("create_run sent %d times, want %d (one per task)", got, n+1)
+	if got := len(conn.RunIDs("create_run")); got != before+1 || before != n+chats {
+		t.Fatalf("create_run sent %d times, want %d (one per task and chat message)", got, n+chats+1)
 	}
 	// New runs complete through the survivor.
 	for i := range 3 {

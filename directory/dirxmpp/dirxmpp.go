@@ -19,6 +19,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/directory/presencedb"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
@@ -66,6 +67,13 @@ type Deps struct {
 	// Nodes serves the endpoint disco nodes and features another package
 	// owns (the adhoc commands); nil means none.
 	Nodes EndpointNodes
+	// GatewayNodes serves disco at the gateway's nodes dirxmpp does not
+	// own (the admin commands); nil means none.
+	GatewayNodes GatewayNodes
+	// Subscribers keeps the endpoints' presence subscribers (the store's,
+	// so that they outlive a restart and every cluster member sees them);
+	// nil keeps them in memory.
+	Subscribers presencedb.Driver
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
 	Log    *slog.Logger
@@ -82,6 +90,14 @@ type EndpointNodes interface {
 	Features(endpoint string) []string
 	NodeInfo(requester, endpoint, node string) (q *xmltree.Element, ok bool)
 	NodeItems(requester, endpoint, node string) (q *xmltree.Element, ok bool)
+}
+
+// GatewayNodes answers disco at gateway nodes dirxmpp does not own, and
+// adds gateway features, per requester; ok false means item-not-found.
+type GatewayNodes interface {
+	Features(requester string) []string
+	NodeInfo(requester, node string) (q *xmltree.Element, ok bool)
+	NodeItems(requester, gateway, node string) (q *xmltree.Element, ok bool)
 }
 
 type service struct {
@@ -139,7 +155,7 @@ func Register(r *component.Router, d Deps) *Presence {
 	r.HandleEndpointIQ(get, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(s.vcard))
 	r.HandleEndpointIQ(set, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(vcardSet))
 
-	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Log)
+	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Subscribers, d.Log)
 	p.caps = s.caps
 	if d.Sender != nil {
 		r.HandlePresence(p.handle)

@@ -67,6 +67,11 @@ func (a *Agent) Features() tasks.Features {
 // nothing to wait for before the engine dispatches (a run waits up to the
 // accept timeout for its connector).
 func (a *Agent) Ready() bool {
+	if a.s.leased {
+		// In cluster mode the listener runs on the lease holder, maybe
+		// another member: there is nothing to wait for here either.
+		return true
+	}
 	select {
 	case <-a.s.ready:
 		return true

@@ -13,7 +13,8 @@ import (
 
 // Bridge is the agent-control-center bridge's line of the root's bridge
 // table: an [agents.acc] table per endpoint, all served by the one
-// listener of the top-level [acc] section.
+// listener of the top-level [acc] section. In cluster mode the listener
+// runs on the member holding the lease ListenerLease, and runs go there.
 var Bridge = backendkit.Bridge{
 	Section: "acc",
 	Config:  func() backendkit.Section { return &AgentConfig{} },
@@ -25,6 +26,10 @@ var Bridge = backendkit.Bridge{
 	Secrets:    secrets,
 	Doctor:     doctor,
 }
+
+// ListenerLease is the cluster lease the one [acc] listener is held
+// under (docs/cluster.md).
+const ListenerLease = "acc:listener"
 
 // AgentConfig is the [agents.acc] table: it maps an endpoint to one agent
 // a connector declares.
@@ -114,6 +119,12 @@ func build(_ context.Context, h backendkit.Host, a backendkit.Agent) error {
 		s, err := NewServer(o)
 		if err != nil {
 			return nil, err
+		}
+		if h.Leased() {
+			s.leased = true
+			// One listener across the cluster: the holder of its lease
+			// binds [acc] listen and runs every ACC endpoint's runs.
+			return s, h.Hold(ListenerLease, s.Endpoints, s.Start)
 		}
 		return s, h.Add("", nil, s.Start)
 	})

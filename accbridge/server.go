@@ -96,6 +96,8 @@ type Server struct {
 	ctx      context.Context
 	addr     net.Addr
 	ready    chan struct{}
+	readyOne sync.Once
+	leased   bool // cluster mode: the listener runs on the lease holder
 }
 
 // NewServer loads the key material and returns the server; Start listens.
@@ -146,6 +148,17 @@ func (s *Server) runContext() context.Context {
 	return s.ctx
 }
 
+// Endpoints lists the endpoints mapped onto the server.
+func (s *Server) Endpoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.agents))
+	for _, a := range s.agents {
+		out = append(out, a.o.Endpoint)
+	}
+	return out
+}
+
 func agentKey(connector, agentID string) string { return connector + "\x00" + agentID }
 
 // Addr is the listening address once Start has bound it.
@@ -154,20 +167,22 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
-// Start listens until ctx ends. Nothing reaches the protocol before the
+// Start listens until ctx ends. It may be called again after it returned
+// (in cluster mode it runs while this instance holds the listener's
+// lease). Nothing reaches the protocol before the
 // TLS handshake (a client certificate of the connector CA) and the token
 // check on the upgrade request.
 func (s *Server) Start(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.o.Listen)
 	if err != nil {
-		close(s.ready)
+		s.readyOne.Do(func() { close(s.ready) })
 		return fmt.Errorf("accbridge: listen: %w", err)
 	}
 	s.mu.Lock()
 	s.ctx = ctx
 	s.addr = ln.Addr()
 	s.mu.Unlock()
-	close(s.ready)
+	s.readyOne.Do(func() { close(s.ready) })
 	s.log.Info("acc listener up", "addr", ln.Addr().String(), "path", Path)
 	mux := http.NewServeMux()
 	mux.HandleFunc(Path, s.serveConnector)

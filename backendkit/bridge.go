@@ -194,6 +194,12 @@ type Host interface {
 	// holder builds a fresh term with newTerm. template (a tasks.Backend)
 	// gives the features the endpoint advertises everywhere.
 	Lease(endpoint, lease string, template any, newTerm func() (LeasedTerm, error)) error
+	// Hold runs run (a resource several endpoints share, such as one
+	// listener) on one instance at a time in cluster mode, under lease
+	// name lease, restarting it while the lease is held; the tasks of the
+	// endpoints that endpoints() lists are dispatched to the holder.
+	// Outside cluster mode run simply runs while the host runs.
+	Hold(lease string, endpoints func() []string, run func(ctx context.Context) error) error
 	// Shared returns the value the host keeps under key, making it with
 	// make the first time (one listener for several agents).
 	Shared(key string, make func() (any, error)) (any, error)

@@ -69,6 +69,10 @@ func (h *bridgeHost) Lease(string, string, any, func() (backendkit.LeasedTerm, e
 	return errors.New("host: no cluster")
 }
 
+func (h *bridgeHost) Hold(string, func() []string, func(context.Context) error) error {
+	return errors.New("host: a shared resource (such as a listener) is not supported by agentgw host")
+}
+
 func (h *bridgeHost) Shared(key string, make func() (any, error)) (any, error) {
 	if v, ok := h.shared[key]; ok {
 		return v, nil

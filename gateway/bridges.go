@@ -145,7 +145,7 @@ func (h *bridgeHost) Lease(ep, lease string, template any, newTerm func() (backe
 	if !ok {
 		return fmt.Errorf("bridge backend %T is not a tasks.Backend", template)
 	}
-	return h.g.leaseBackend(ep, lease, tmpl.Features(), func() (LeasedTerm, error) {
+	return h.g.leaseBackend(ep, lease, tmpl, func() (LeasedTerm, error) {
 		t, err := newTerm()
 		if err != nil {
 			return LeasedTerm{}, err
@@ -156,6 +156,15 @@ func (h *bridgeHost) Lease(ep, lease string, template any, newTerm func() (backe
 		}
 		return LeasedTerm{Backend: b, Run: t.Run, Ready: t.Ready}, nil
 	})
+}
+
+func (h *bridgeHost) Hold(lease string, endpoints func() []string, run func(context.Context) error) error {
+	if h.g.cl == nil {
+		h.g.starters = append(h.g.starters, run)
+		return nil
+	}
+	h.g.holdShared(lease, endpoints, run)
+	return nil
 }
 
 func (h *bridgeHost) Shared(key string, make func() (any, error)) (any, error) {

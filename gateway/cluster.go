@@ -36,6 +36,8 @@ type clusterParts struct {
 	cancel   context.CancelFunc
 	holders  sync.Map // endpoint -> holder instance of its connection lease
 	leased   []*cluster.Singleton
+	chat     *leaseChat // the chat relay of leased conversing backends
+	held     []*heldGroup
 }
 
 // setupCluster opens the bus when the store is PostgreSQL.
@@ -138,6 +140,9 @@ func (g *Gateway) clusterErr() error {
 
 func (g *Gateway) closeCluster() {
 	if g.cl != nil {
+		if g.cl.chat != nil {
+			g.cl.chat.unsub()
+		}
 		g.cl.bus.Close()
 	}
 }
@@ -157,8 +162,15 @@ type LeasedTerm struct {
 // others route the endpoint's admissions to the holder. Any bridge of that
 // kind (xAgent connector, agent-control-center, OpenAgentNetwork) plugs in
 // with its own newTerm; outside cluster mode it is not used.
-func (g *Gateway) leaseBackend(ep, lease string, features tasks.Features, newTerm func() (LeasedTerm, error)) error {
-	lb := &leasedBackend{self: g.cl.instance, features: features}
+func (g *Gateway) leaseBackend(ep, lease string, template tasks.Backend, newTerm func() (LeasedTerm, error)) error {
+	lb := &leasedBackend{self: g.cl.instance, features: template.Features()}
+	var backend tasks.Backend = lb
+	if originatesChat(ep, template) {
+		// Chat goes from and to the holder (leasechat.go).
+		lc := newLeasedChat(g, ep, lb, template, lb.termBackend, lb.holderNow, false)
+		lb.attach = lc.attach
+		backend = lc
+	}
 	s := &cluster.Singleton{
 		Leases: g.cl.bus, Name: lease, Holder: g.cl.instance, TTL: g.cl.ttl,
 		Log: g.log.With("endpoint", ep),
@@ -181,8 +193,72 @@ func (g *Gateway) leaseBackend(ep, lease string, features tasks.Features, newTer
 		},
 	}
 	g.cl.leased = append(g.cl.leased, s)
-	g.backends[ep] = lb
+	g.backends[ep] = backend
 	return nil
+}
+
+// holdShared runs a resource several endpoints share (the ACC listener)
+// on the instance holding lease; the endpoints' admissions are routed to
+// that instance, whose registered backends execute them.
+func (g *Gateway) holdShared(lease string, endpoints func() []string, run func(context.Context) error) {
+	hg := &heldGroup{endpoints: endpoints}
+	s := &cluster.Singleton{
+		Leases: g.cl.bus, Name: lease, Holder: g.cl.instance, TTL: g.cl.ttl,
+		Log: g.log,
+		Run: func(ctx context.Context) error {
+			hg.held.Store(true)
+			defer hg.held.Store(false)
+			return run(ctx)
+		},
+		OnHolder: func(h string) {
+			hg.holder.Store(h)
+			for _, ep := range endpoints() {
+				if h == "" {
+					g.cl.holders.Delete(ep)
+				} else {
+					g.cl.holders.Store(ep, h)
+				}
+			}
+		},
+	}
+	g.cl.leased = append(g.cl.leased, s)
+	g.cl.held = append(g.cl.held, hg)
+}
+
+// heldGroup is a held shared resource's state on this member.
+type heldGroup struct {
+	endpoints func() []string
+	held      atomic.Bool
+	holder    atomic.Value // string
+}
+
+func (h *heldGroup) holderNow() string {
+	s, _ := h.holder.Load().(string)
+	return s
+}
+
+// wrapHeldChat puts the chat relay in front of the endpoints of held
+// resources whose backends chat (an ACC agent), once every backend is
+// built: their chat runs on the holder, like their tasks.
+func (g *Gateway) wrapHeldChat() {
+	if g.cl == nil {
+		return
+	}
+	for _, hg := range g.cl.held {
+		for _, ep := range hg.endpoints() {
+			b, ok := g.backends[ep]
+			if !ok || !originatesChat(ep, b) {
+				continue
+			}
+			local := func() any {
+				if hg.held.Load() {
+					return b
+				}
+				return nil
+			}
+			g.backends[ep] = newLeasedChat(g, ep, b, b, local, hg.holderNow, true)
+		}
+	}
 }
 
 // leasedBackend is a connection-holding backend in cluster mode: the
@@ -193,14 +269,38 @@ type leasedBackend struct {
 	mu       sync.Mutex
 	cur      *LeasedTerm
 	holder   string
+	attach   func(backend any) // gives a new term the messaging Chat
 }
 
 var _ tasks.Backend = (*leasedBackend)(nil)
 
-func (l *leasedBackend) set(t *LeasedTerm)  { l.mu.Lock(); l.cur = t; l.mu.Unlock() }
+func (l *leasedBackend) set(t *LeasedTerm) {
+	if t != nil && l.attach != nil {
+		l.attach(t.Backend)
+	}
+	l.mu.Lock()
+	l.cur = t
+	l.mu.Unlock()
+}
 func (l *leasedBackend) setHolder(h string) { l.mu.Lock(); l.holder = h; l.mu.Unlock() }
 
 func (l *leasedBackend) Features() tasks.Features { return l.features }
+
+// termBackend is the current term's backend, nil without the lease.
+func (l *leasedBackend) termBackend() any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == nil {
+		return nil
+	}
+	return l.cur.Backend
+}
+
+func (l *leasedBackend) holderNow() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holder
+}
 
 // Ready: the holder once its term serves; another instance has nothing to
 // wait for once it knows the holder.

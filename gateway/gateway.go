@@ -172,6 +172,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	if err := g.buildBackends(ctx); err != nil {
 		return nil, err
 	}
+	g.wrapHeldChat()
 	g.buildMessaging()
 
 	approvals, err := newApprovals(cfg)

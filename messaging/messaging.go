@@ -256,3 +256,23 @@ func shardOf(k convKey) int {
 	h.Write([]byte(k.peer))
 	return int(h.Sum32() % shardCount)
 }
+
+// PeerWrote records that the sender of turn wrote to its endpoint, on a
+// cluster member that did not receive the message itself (a turn another
+// member relayed to the one holding the endpoint's connection): replies
+// to the sender are consented here, and a receipt it asked for is owed
+// from here.
+func (s *Service) PeerWrote(turn backendkit.Turn) {
+	from, err := jid.Parse(turn.From)
+	if err != nil {
+		return
+	}
+	k := convKey{endpoint: turn.Endpoint, peer: from.Bare().String()}
+	s.mu.Lock()
+	c := s.conv(k)
+	c.wrote, c.bounced, c.blocked = true, false, false
+	if turn.ReceiptRequested && turn.ID != "" {
+		s.receipts.put(dedupKey{convKey: k, id: turn.ID}, struct{}{})
+	}
+	s.mu.Unlock()
+}

@@ -12,7 +12,8 @@ import (
 )
 
 // Bridge is the OpenAgentNetwork bridge's line of the root's bridge
-// table: an [agents.oan] table.
+// table: an [agents.oan] table. In cluster mode the account's connection
+// runs under the lease Lease(endpoint).
 var Bridge = backendkit.Bridge{
 	Section: "oan",
 	Config:  func() backendkit.Section { return &Config{} },
@@ -88,12 +89,30 @@ func build(_ context.Context, h backendkit.Host, a backendkit.Agent) error {
 	var st oandb.Driver
 	h.Store(&st)
 	o.Store, o.Publisher, o.Availability, o.Logger, o.Secrets = st, h.Publisher(), h.Availability(), a.Log, h.Secrets
+	if h.Leased() {
+		// One socket per account across the cluster: the holder of the
+		// lease follows the events; the store applies each once.
+		tmpl, err := New(o) // validates the options now
+		if err != nil {
+			return err
+		}
+		return h.Lease(a.Endpoint, Lease(a.Endpoint), tmpl, func() (backendkit.LeasedTerm, error) {
+			b, err := New(o)
+			if err != nil {
+				return backendkit.LeasedTerm{}, err
+			}
+			return backendkit.LeasedTerm{Backend: b, Run: b.Start, Ready: b.Ready}, nil
+		})
+	}
 	b, err := New(o)
 	if err != nil {
 		return err
 	}
 	return h.Add(a.Endpoint, b, b.Start)
 }
+
+// Lease is the cluster lease an account's connection is held under.
+func Lease(endpoint string) string { return "oan:" + endpoint }
 
 // doctor checks the key file and that OAN accepts the key.
 func doctor(ctx context.Context, d backendkit.Doctor, a backendkit.Agent) {

@@ -76,6 +76,8 @@ bench internal/telemetry 2m -run '^$' -bench 'BenchmarkStageOffVsBare$' -benchti
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkEcho$' -benchtime 2s
 bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench callers/mcpfront 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
+# A2A 1.0 (JSON-RPC, HTTP+JSON) against 0.3 through agentgw a2a, same run.
+bench callers/a2afront 4m -run '^$' -bench 'BenchmarkA2AEcho10Vs03$' -benchtime 1x
 # agent-control-center runs through the gateway against the connector called directly.
 bench e2e/bench 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a

@@ -175,6 +175,12 @@ type step struct {
 		Message string `json:"message"`
 		Code    any    `json:"code"`
 	} `json:"error"`
+	List *struct {
+		Tasks         []task `json:"tasks"`
+		NextPageToken string `json:"nextPageToken"`
+		PageSize      int    `json:"pageSize"`
+		TotalSize     int    `json:"totalSize"`
+	} `json:"list"`
 	N   int     `json:"n"`
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
@@ -216,7 +222,14 @@ func (w *signalWriter) String() string {
 // signalled once the client has read that stream's first event.
 func (x *e2e) runSignalling(tb testing.TB, signalled chan struct{}, steps ...map[string]any) []step {
 	tb.Helper()
-	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "steps": steps})
+	return x.runProto(tb, "0.3", signalled, steps...)
+}
+
+// runProto is runSignalling with the client speaking proto ("0.3",
+// "0.3-rest", "1.0-jsonrpc" or "1.0-rest"; testdata/a2a/client.mjs).
+func (x *e2e) runProto(tb testing.TB, proto string, signalled chan struct{}, steps ...map[string]any) []step {
+	tb.Helper()
+	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "proto": proto, "steps": steps})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, x.node, filepath.Join(x.root, "testdata", "a2a", "client.mjs"), string(plan))

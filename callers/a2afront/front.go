@@ -1,4 +1,4 @@
-// Package a2afront implements `agentgw a2a`: an A2A 0.3.0 server that logs
+// Package a2afront implements `agentgw a2a`: an A2A 1.0 and 0.3 server that logs
 // into XMPP as one ordinary account and presents every agent that account
 // can see as an A2A agent, one Agent Card per endpoint.
 //
@@ -67,6 +67,8 @@ type Front struct {
 	opts Options
 	log  *slog.Logger
 	cat  *catalog.Catalog[*agent] // bare JID → pinned agent
+	// tasks indexes the tasks started here (ListTasks, context ids).
+	tasks *taskIndex
 }
 
 // agent is one endpoint pinned to its active manifest.
@@ -77,6 +79,9 @@ type agent struct {
 	hash    string
 	tools   []agentclient.ManifestTool
 	card    *a2a.AgentCard
+	// cardJSON is the served card: the 0.3 card with the 1.0 fields beside
+	// it (supportedInterfaces), read by clients of either version.
+	cardJSON json.RawMessage
 }
 
 // New makes a Front.
@@ -105,7 +110,7 @@ func New(c Client, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Front{c: c, opts: opts, log: opts.Logger}
+	f := &Front{c: c, opts: opts, log: opts.Logger, tasks: newTaskIndex(0)}
 	// A pushed activation or deactivation makes the catalog stale at once:
 	// the next card or call refreshes it (issue 20's node).
 	f.cat = catalog.New(c, catalog.Options{
@@ -133,8 +138,8 @@ func (f *Front) lookup(ctx context.Context, bare string) (*agent, error) {
 	return a, nil
 }
 
-// Agents lists the pinned agents' cards, sorted by JID.
-func (f *Front) Agents(ctx context.Context) ([]*a2a.AgentCard, error) {
+// Agents lists the pinned agents' cards as served, sorted by JID.
+func (f *Front) Agents(ctx context.Context) ([]json.RawMessage, error) {
 	if !f.cat.Fresh(f.opts.Refresh) {
 		if err := f.Refresh(ctx); err != nil {
 			f.log.Warn("agent discovery failed; serving the last known agents", "error", err)
@@ -146,9 +151,9 @@ func (f *Front) Agents(ctx context.Context) ([]*a2a.AgentCard, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]*a2a.AgentCard, 0, len(keys))
+	out := make([]json.RawMessage, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, agents[k].card)
+		out = append(out, agents[k].cardJSON)
 	}
 	return out, nil
 }
@@ -165,12 +170,45 @@ func (f *Front) Refresh(ctx context.Context) error {
 func (f *Front) agent(e *catalog.Endpoint) *agent {
 	a := &agent{jid: e.JID, info: e.Info, version: e.Manifest.Version, hash: e.Manifest.Hash, tools: e.Manifest.Doc.Tools}
 	a.card = f.card(a, e.Manifest)
+	a.cardJSON = f.unionCard(a)
 	return a
 }
 
-// cardURL is where an agent's JSON-RPC interface is served.
+// cardURL is where an agent's JSON-RPC interface is served (both
+// versions, told apart by the A2A-Version header).
 func (f *Front) cardURL(bare string) string {
 	return f.opts.BaseURL + "/agents/" + url.PathEscape(bare)
+}
+
+// restURL is where an agent's HTTP+JSON interface is served.
+func (f *Front) restURL(bare string) string { return f.cardURL(bare) + "/rest" }
+
+// unionCard is the card as served: the 0.3 card (url, preferredTransport,
+// protocolVersion 0.3.0) plus A2A 1.0's supportedInterfaces, one entry per
+// binding and version. A 1.0 client picks a 1.0 interface; a 0.3 client
+// reads the 0.3 fields it knows and ignores the rest.
+func (f *Front) unionCard(a *agent) json.RawMessage {
+	b, err := json.Marshal(a.card)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	bare := a.jid.String()
+	m["supportedInterfaces"] = []map[string]any{
+		{"url": f.cardURL(bare), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+		{"url": f.restURL(bare), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+		{"url": f.cardURL(bare), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+	}
+	// 1.0 names the security requirement list securityRequirements.
+	m["securityRequirements"] = []map[string]any{{"schemes": map[string]any{"bearer": map[string]any{"list": []string{}}}}}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // card builds an agent's A2A Agent Card: one skill per tool, and the

@@ -42,10 +42,6 @@ func requestID(bare, messageID string) string {
 	return "a2a-" + hex.EncodeToString(sum[:16])
 }
 
-// contextID is the A2A context of a task: the XMPP task model has no
-// conversation context, so each task is its own (docs/a2a.md).
-func contextID(taskID string) string { return "ctx-" + taskID }
-
 // taskRef checks a task id from a client. A2A task ids are opaque to the
 // client: an id that is not an XMPP task-id (not the identifier grammar)
 // names no task, so it answers -32001 TaskNotFound like a well-formed
@@ -120,6 +116,9 @@ func checkMessage(m *a2a.Message) error {
 	}
 	if len(m.Parts) == 0 || len(m.Parts) > maxParts {
 		return invalid("a message has 1 to %d parts", maxParts)
+	}
+	if len(m.ContextID) > maxMessageIDLen {
+		return invalid("contextId is at most %d bytes", maxMessageIDLen)
 	}
 	return nil
 }
@@ -213,6 +212,9 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 		}
 		taskID := string(p.Message.TaskID)
 		rev, err := h.answer(ctx, ep, taskID, p.Message)
+		if err == nil {
+			h.f.tasks.add(h.bare, taskID, p.Message.ContextID)
+		}
 		return a, taskID, rev, err
 	}
 	tool, args, err := invocation(a, p.Message, p.Metadata)
@@ -225,6 +227,7 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 	if err != nil {
 		return nil, "", 0, xmppError(err, "the invocation")
 	}
+	h.f.tasks.add(h.bare, acc.TaskID, p.Message.ContextID)
 	return a, acc.TaskID, acc.Revision, nil
 }
 
@@ -274,7 +277,7 @@ func (h handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a
 		// the artifacts, without reading task-state and result again.
 		wctx, cancel := context.WithTimeout(ctx, h.f.opts.BlockingWait)
 		defer cancel()
-		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID)}
+		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: h.f.tasks.contextOf(taskID)}
 		for ev, err := range h.f.follow(wctx, a, taskID, rev) {
 			if err != nil {
 				break
@@ -308,7 +311,7 @@ func (h handler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendPara
 		}
 		// A new task starts as submitted at its admission revision; every
 		// event after it (buffered by the client since the invoke) follows.
-		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID), Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: h.f.tasks.contextOf(taskID), Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
 			Metadata: map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": rev, "manifestVersion": a.version}}}
 		if !yield(t, nil) {
 			return
@@ -426,9 +429,12 @@ func (f *Front) snapshot(ctx context.Context, a *agent, taskID string) (*a2a.Tas
 		return nil, xmppError(err, "reading the task")
 	}
 	t := &a2a.Task{
-		ID: a2a.TaskID(taskID), ContextID: contextID(taskID),
+		ID: a2a.TaskID(taskID), ContextID: f.tasks.contextOf(taskID),
 		Status:   a2a.TaskStatus{State: a2amap.State(st.State), Timestamp: stamp(st.Updated)},
 		Metadata: map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": st.Revision, "manifestVersion": st.APIVersion}},
+	}
+	if t.Status.Timestamp != nil {
+		f.tasks.touch(taskID, *t.Status.Timestamp)
 	}
 	switch {
 	case st.State == agentproto.StateInputRequired && len(st.PendingInput) > 0:
@@ -533,11 +539,12 @@ func (f *Front) follow(ctx context.Context, a *agent, taskID string, from int64)
 	return func(yield func(a2a.Event, error) bool) {
 		events, stop := f.c.Subscribe(a.jid, taskID)
 		defer stop()
-		info := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID)}
+		info := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: f.tasks.contextOf(taskID)}
 		last := from
 		timer := time.NewTimer(f.opts.RecoverAfter)
 		defer timer.Stop()
 		status := func(state a2a.TaskState, msg *a2a.Message, final bool) bool {
+			f.tasks.touch(taskID, time.Now())
 			ev := a2a.NewStatusUpdateEvent(info, state, msg)
 			ev.Final = final
 			ev.Metadata = map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": last, "manifestVersion": a.version}}

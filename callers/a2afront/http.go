@@ -25,10 +25,14 @@ var ErrNoBearer = errors.New("a2a front: a bearer token is required")
 //
 //	GET  /agents                                    the cards of every visible agent
 //	GET  /agents/{jid}/.well-known/agent-card.json  one agent's card
-//	POST /agents/{jid}                              its A2A JSON-RPC interface
+//	POST /agents/{jid}                              its A2A JSON-RPC interface (0.3 and 1.0)
+//	     /agents/{jid}/rest/...                     its A2A HTTP+JSON interface (1.0 and 0.3)
 //
-// Every request must carry the bearer token: the front acts as one XMPP
-// account. Bodies are bounded by Options.MaxRequestBytes.
+// The version is the request's A2A-Version header (or query parameter):
+// empty or 0.3 is A2A 0.3, 1.0 is A2A 1.0, anything else is answered
+// VersionNotSupportedError (A2A 1.0 §3.6). Every request must carry the
+// bearer token: the front acts as one XMPP account. Bodies are bounded by
+// Options.MaxRequestBytes.
 func (f *Front) Handler(bearer string) (http.Handler, error) {
 	if bearer == "" {
 		return nil, ErrNoBearer
@@ -54,12 +58,22 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			http.NotFound(w, r)
 			return
 		}
-		writeJSON(w, a.card)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(a.cardJSON)
 	})
 	mux.HandleFunc("POST /agents/{jid}", func(w http.ResponseWriter, r *http.Request) {
 		bare, ok := agentJID(r)
 		if !ok {
 			http.NotFound(w, r)
+			return
+		}
+		switch requestVersion(r) {
+		case version03:
+		case version10:
+			f.serveJSONRPC10(w, r, bare)
+			return
+		default:
+			rpcError(w, nil, codeVersionNotSupported, "version not supported: this agent speaks A2A 0.3 and 1.0 (A2A-Version header)")
 			return
 		}
 		body, method, ok := f.screen(w, r)
@@ -78,6 +92,14 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			return
 		}
 		a2asrv.NewJSONRPCHandler(handler{f: f, bare: bare}).ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/agents/{jid}/rest/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		bare, ok := agentJID(r)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f.serveREST(w, r, bare)
 	})
 	return httpauth.Bearer(bearer, "agentgw-a2a", mux), nil
 }

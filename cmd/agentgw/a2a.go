@@ -10,13 +10,14 @@ import (
 )
 
 func init() {
-	register(command{name: "a2a", summary: "serve the account's XMPP agents as A2A agents over HTTP (A2A 0.3.0, JSON-RPC)", run: runA2A})
+	register(command{name: "a2a", summary: "serve the account's XMPP agents as A2A agents over HTTP (A2A 1.0 and 0.3; JSON-RPC and HTTP+JSON)", run: runA2A})
 }
 
 func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH] [--gateway JID]... [--public-url URL]\n\n"+
 		"Each agent the account can see gets an Agent Card at /agents/{jid}/.well-known/agent-card.json and a\n"+
-		"JSON-RPC interface at /agents/{jid}; GET /agents lists the cards. Every request needs the bearer token.", stdout)
+		"JSON-RPC interface at /agents/{jid} and an HTTP+JSON one under /agents/{jid}/rest (A2A 1.0 with the header\n"+
+		"A2A-Version: 1.0, 0.3 without); GET /agents lists the cards. Every request needs the bearer token.", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve HTTP on ADDR (host:port); required")
 	bf := addBearerFlags(fs)

@@ -26,6 +26,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/tasks"
@@ -39,6 +40,9 @@ type Options struct {
 	Description string
 	Version     string
 	CardURL     string
+	// CardVerifier, when set, must verify the card's signature (the
+	// pinned key of card_key_file); a card that fails is refused.
+	CardVerifier *cardsig.Verifier
 
 	Publisher    backendkit.Publisher
 	Availability backendkit.Availability
@@ -228,6 +232,11 @@ func (b *Backend) fetchCard(ctx context.Context) (*a2a.AgentCard, iface, error) 
 	}
 	if int64(len(body)) > b.o.MaxCardBytes {
 		return nil, iface{}, fmt.Errorf("the agent card is larger than %d bytes", b.o.MaxCardBytes)
+	}
+	if b.o.CardVerifier != nil {
+		if err := b.o.CardVerifier.Verify(body); err != nil {
+			return nil, iface{}, fmt.Errorf("card refused: %w", err)
+		}
 	}
 	return parseCard(body)
 }

@@ -175,7 +175,10 @@ type step struct {
 		Message string `json:"message"`
 		Code    any    `json:"code"`
 	} `json:"error"`
-	List *struct {
+	Verified   *bool  `json:"verified"`
+	Reason     string `json:"reason"`
+	Signatures int    `json:"signatures"`
+	List       *struct {
 		Tasks         []task `json:"tasks"`
 		NextPageToken string `json:"nextPageToken"`
 		PageSize      int    `json:"pageSize"`

@@ -23,9 +23,12 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	v1a2a "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/callers/catalog"
 )
@@ -58,6 +61,9 @@ type Options struct {
 	MaxRequestBytes int64
 	// Version is reported in the cards' provider metadata.
 	Version string
+	// CardSigner signs every served card (A2A 1.0 §8.4); nil serves them
+	// unsigned.
+	CardSigner *cardsig.Signer
 	Logger  *slog.Logger
 }
 
@@ -82,6 +88,10 @@ type agent struct {
 	// cardJSON is the served card: the 0.3 card with the 1.0 fields beside
 	// it (supportedInterfaces), read by clients of either version.
 	cardJSON json.RawMessage
+	// card10 is the A2A 1.0 card alone (1.0 fields only), served to a
+	// request with A2A-Version: 1.0: a 1.0 client verifies its signature
+	// over exactly the fields it knows.
+	card10 json.RawMessage
 }
 
 // New makes a Front.
@@ -171,6 +181,7 @@ func (f *Front) agent(e *catalog.Endpoint) *agent {
 	a := &agent{jid: e.JID, info: e.Info, version: e.Manifest.Version, hash: e.Manifest.Hash, tools: e.Manifest.Doc.Tools}
 	a.card = f.card(a, e.Manifest)
 	a.cardJSON = f.unionCard(a)
+	a.card10 = f.card10(a)
 	return a
 }
 
@@ -182,6 +193,35 @@ func (f *Front) cardURL(bare string) string {
 
 // restURL is where an agent's HTTP+JSON interface is served.
 func (f *Front) restURL(bare string) string { return f.cardURL(bare) + "/rest" }
+
+// card10 is the agent's A2A 1.0 card, signed.
+func (f *Front) card10(a *agent) json.RawMessage {
+	c := a2av0.ToV1AgentCard(a.card)
+	bare := a.jid.String()
+	c.SupportedInterfaces = []*v1a2a.AgentInterface{
+		{URL: f.cardURL(bare), ProtocolBinding: v1a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"},
+		{URL: f.restURL(bare), ProtocolBinding: v1a2a.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"},
+		{URL: f.cardURL(bare), ProtocolBinding: v1a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	return f.sign(bare, out)
+}
+
+// sign signs a card when the front has a key.
+func (f *Front) sign(bare string, card []byte) json.RawMessage {
+	if f.opts.CardSigner == nil {
+		return card
+	}
+	signed, err := f.opts.CardSigner.Sign(card)
+	if err != nil {
+		f.log.Warn("signing an agent card failed; serving it unsigned", "agent", bare, "error", err.Error())
+		return card
+	}
+	return signed
+}
 
 // unionCard is the card as served: the 0.3 card (url, preferredTransport,
 // protocolVersion 0.3.0) plus A2A 1.0's supportedInterfaces, one entry per
@@ -208,7 +248,7 @@ func (f *Front) unionCard(a *agent) json.RawMessage {
 	if err != nil {
 		return nil
 	}
-	return out
+	return f.sign(bare, out)
 }
 
 // card builds an agent's A2A Agent Card: one skill per tool, and the

@@ -24,6 +24,7 @@ var ErrNoBearer = errors.New("a2a front: a bearer token is required")
 // Handler serves the front:
 //
 //	GET  /agents                                    the cards of every visible agent
+//	GET  /jwks.json                                 the public key the cards are signed with
 //	GET  /agents/{jid}/.well-known/agent-card.json  one agent's card
 //	POST /agents/{jid}                              its A2A JSON-RPC interface (0.3 and 1.0)
 //	     /agents/{jid}/rest/...                     its A2A HTTP+JSON interface (1.0 and 0.3)
@@ -46,6 +47,14 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 		}
 		writeJSON(w, map[string]any{"agents": cards})
 	})
+	mux.HandleFunc("GET /jwks.json", func(w http.ResponseWriter, r *http.Request) {
+		if f.opts.CardSigner == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(f.opts.CardSigner.JWKS())
+	})
 	mux.HandleFunc("GET /agents/{jid}/.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
 		bare, ok := agentJID(r)
 		if !ok {
@@ -58,7 +67,14 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			http.NotFound(w, r)
 			return
 		}
+		// One URL, two shapes: the 1.0 card to a 1.0 client, the 0.3 card
+		// with the 1.0 fields beside it to everyone else.
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Add("Vary", "A2A-Version")
+		if requestVersion(r) == version10 && len(a.card10) > 0 {
+			_, _ = w.Write(a.card10)
+			return
+		}
 		_, _ = w.Write(a.cardJSON)
 	})
 	mux.HandleFunc("POST /agents/{jid}", func(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/callers/a2afront"
 )
 
@@ -26,6 +27,7 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
 	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long tasks/cancel waits for the XMPP task to settle")
 	maxBody := fs.Int64("max-request-bytes", 1<<20, "largest JSON-RPC request body accepted")
+	cardKey := fs.String("card-key-file", "", "PEM ECDSA P-256 private key the agent cards are signed with (ES256); default: a key generated at start")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -49,6 +51,15 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = "http://" + ln.Addr().String()
 	}
 
+	key, err := cardsig.LoadOrGenerate(*cardKey)
+	if err != nil {
+		return err
+	}
+	signer, err := cardsig.NewSigner(key, base+"/jwks.json")
+	if err != nil {
+		return err
+	}
+
 	s, gws, log, err := cf.connectFront(ctx, stderr)
 	if err != nil {
 		return err
@@ -57,6 +68,7 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f, err := a2afront.New(s.client, a2afront.Options{
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
+		CardSigner: signer,
 	})
 	if err != nil {
 		return err
@@ -74,6 +86,11 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if bearerPath != "" {
 		fmt.Fprintf(stderr, "agentgw a2a: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
 	}
+	keySource := "a key generated at start"
+	if *cardKey != "" {
+		keySource = "the key in --card-key-file"
+	}
+	fmt.Fprintf(stderr, "agentgw a2a: cards signed (ES256, kid %s) with %s; public key at %s/jwks.json\n", signer.KeyID(), keySource, base)
 	fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents as %s\n", base, s.conn.JID().Bare())
 	err = f.Serve(ctx, ln, bearer)
 	select {

@@ -8,13 +8,16 @@
 //   slow  — opts.slowSteps (40) working updates 250 ms apart, then
 //           completes with "slow done after N steps"; honours cancel.
 // Argv[2] is JSON: {"mode": "normal"|"huge-card"|"redirect-card"|"foreign-url", "redirect": URL,
-// "v10": true (the card lists a JSON-RPC interface of A2A 1.0 only), "slowSteps": N}.
+// "v10": true (the card lists a JSON-RPC interface of A2A 1.0 only), "slowSteps": N,
+// "sign": true (the card is signed with a fresh ES256 key, whose public JWK
+// is printed as "jwk <json>"), "tamper": true (the signed card is then changed)}.
 // It prints "listening <port>" and then one line "exec <skill> <taskId>"
 // per execution (the tests count executions).
 import express from 'express';
 import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { jsonRpcHandler, agentCardHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { TaskState, Role } from '@a2a-js/sdk';
+import { TaskState, Role, generateAgentCardSignature } from '@a2a-js/sdk';
+import * as jose from 'jose';
 
 const opts = JSON.parse(process.argv[2] || '{}');
 const app = express();
@@ -117,12 +120,28 @@ const executor = {
   },
 };
 
+let signer;
+if (opts.sign) {
+  const { publicKey, privateKey } = await jose.generateKeyPair('ES256');
+  const jwk = await jose.exportJWK(publicKey);
+  jwk.kid = 'test-agent-key';
+  jwk.alg = 'ES256';
+  console.log('jwk ' + JSON.stringify(jwk));
+  signer = generateAgentCardSignature(privateKey, { alg: 'ES256', kid: jwk.kid, typ: 'JOSE' });
+}
+async function servedCard() {
+  if (!signer) return card();
+  const signed = await signer(card());
+  if (opts.tamper) signed.description += ' (changed after signing)';
+  return signed;
+}
+
 const handler = new DefaultRequestHandler(card(), new InMemoryTaskStore(), executor);
 handler.getAgentCard = async () => card();
 if (opts.mode === 'redirect-card') {
   app.get('/.well-known/agent-card.json', (req, res) => res.redirect(307, opts.redirect));
 } else {
-  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: async () => card(), legacyCompat: { enabled: true } }));
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: servedCard, legacyCompat: { enabled: true } }));
 }
 // The W3C trace context the gateway sends, for the telemetry test.
 app.use('/rpc', (req, res, next) => {

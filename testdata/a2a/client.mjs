@@ -8,8 +8,12 @@
 // Used by a2abridge/front's end-to-end tests and benchmarks.
 import { LegacyJsonRpcTransport, LegacyRestTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
-import { TaskState, Role, taskStateToJSON } from '@a2a-js/sdk';
+import { TaskState, Role, taskStateToJSON, verifyAgentCardSignature } from '@a2a-js/sdk';
+import * as jose from 'jose';
 
+// The SDK's verifier logs failed entries with console.debug: keep stdout
+// for the result.
+console.debug = (...a) => console.error(...a);
 const plan = JSON.parse(process.argv[2]);
 const auth = { Authorization: 'Bearer ' + plan.bearer };
 const fetchImpl = (url, init = {}) => fetch(url, { ...init, headers: { ...(init.headers || {}), ...auth } });
@@ -126,6 +130,20 @@ async function run(step) {
     }
     case 'get':
       return { task: taskJSON(await (await transport(step.jid)).getTask({ tenant: '', id: taskId })) };
+    case 'verifycard': {
+      // The card as a 1.0 client gets it, verified with the SDK's
+      // verifier against the front's JWKS (kid from the protected header).
+      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid) + '/.well-known/agent-card.json', { headers: { 'A2A-Version': step.version || '1.0' } });
+      const card = await r.json();
+      if (step.tamper) card.description = (card.description || '') + ' (tampered)';
+      const jwks = await (await fetchImpl(plan.base + '/jwks.json')).json();
+      try {
+        await verifyAgentCardSignature(async (kid) => jose.importJWK(jwks.keys.find((k) => k.kid === kid), 'ES256'))(card);
+        return { verified: true, signatures: card.signatures.length };
+      } catch (e) {
+        return { verified: false, reason: String(e.message || e) };
+      }
+    }
     case 'list': {
       const r = await (await transport(step.jid)).listTasks({ tenant: '', contextId: step.contextId || '', status: 0, pageSize: step.pageSize || 0, pageToken: step.pageToken || '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: !!step.includeArtifacts });
       return { list: { tasks: (r.tasks || []).map(taskJSON), nextPageToken: r.nextPageToken, pageSize: r.pageSize, totalSize: r.totalSize } };

@@ -43,6 +43,8 @@ type a2aAgent struct {
 	exec map[string]int // skill → executions
 	// tasks are the agent's task ids by skill, in execution order.
 	tasks map[string][]string
+	// JWK is the public key the agent signs its card with ("sign").
+	JWK string
 	// traceparents are the W3C trace contexts received on /rpc.
 	Traceparents []string
 }
@@ -97,6 +99,10 @@ func StartA2AScript(t *testing.T, script, opts string) *a2aAgent {
 			switch {
 			case len(f) == 2 && f[0] == "listening":
 				port <- f[1]
+			case len(f) == 2 && f[0] == "jwk":
+				a.Mu.Lock()
+				a.JWK = f[1]
+				a.Mu.Unlock()
 			case len(f) == 2 && f[0] == "traceparent":
 				a.Mu.Lock()
 				a.Traceparents = append(a.Traceparents, f[1])

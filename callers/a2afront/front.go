@@ -64,7 +64,7 @@ type Options struct {
 	// CardSigner signs every served card (A2A 1.0 §8.4); nil serves them
 	// unsigned.
 	CardSigner *cardsig.Signer
-	Logger  *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Front serves the account's XMPP agents over A2A.

@@ -42,6 +42,8 @@ type e2e struct {
 	node, root string
 	base       string
 	weather    *taskstest.Executor
+	// a2aArgs are extra flags of agentgw a2a.
+	a2aArgs []string
 }
 
 func nodeTools(tb testing.TB) (node, root string) {
@@ -94,6 +96,7 @@ func (x *e2e) startA2A(tb testing.TB) string {
 	s := x.env.Server
 	cmd := exec.Command(x.bin, "a2a", "--jid", x.env.JID("alice"), "--password-env", pwEnv, "--server", s.C2SAddr, "--ca-file", s.CAFile,
 		"--gateway", x.env.Domain, "--http", "127.0.0.1:0", "--bearer-env", bearerEnv, "--refresh", "1s", "--cancel-wait", "5s")
+	cmd.Args = append(cmd.Args, x.a2aArgs...)
 	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice", bearerEnv+"="+bearer)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -175,6 +178,11 @@ type step struct {
 		Message string `json:"message"`
 		Code    any    `json:"code"`
 	} `json:"error"`
+	Push *struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+		N   int    `json:"n"`
+	} `json:"push"`
 	Verified   *bool  `json:"verified"`
 	Reason     string `json:"reason"`
 	Signatures int    `json:"signatures"`

@@ -64,7 +64,9 @@ type Options struct {
 	// CardSigner signs every served card (A2A 1.0 §8.4); nil serves them
 	// unsigned.
 	CardSigner *cardsig.Signer
-	Logger     *slog.Logger
+	// Push turns push notifications on (an outbox file is required).
+	Push   PushOptions
+	Logger *slog.Logger
 }
 
 // Front serves the account's XMPP agents over A2A.
@@ -75,6 +77,10 @@ type Front struct {
 	cat  *catalog.Catalog[*agent] // bare JID → pinned agent
 	// tasks indexes the tasks started here (ListTasks, context ids).
 	tasks *taskIndex
+	// push delivers push notifications (nil: not offered).
+	push *pusher
+	// ctx bounds background work (push watchers); Serve's.
+	ctx context.Context
 }
 
 // agent is one endpoint pinned to its active manifest.
@@ -120,7 +126,14 @@ func New(c Client, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Front{c: c, opts: opts, log: opts.Logger, tasks: newTaskIndex(0)}
+	f := &Front{c: c, opts: opts, log: opts.Logger, tasks: newTaskIndex(0), ctx: context.Background()}
+	if opts.Push.Enabled {
+		p, err := newPusher(f, opts.Push)
+		if err != nil {
+			return nil, err
+		}
+		f.push = p
+	}
 	// A pushed activation or deactivation makes the catalog stale at once:
 	// the next card or call refreshes it (issue 20's node).
 	f.cat = catalog.New(c, catalog.Options{
@@ -286,7 +299,8 @@ func (f *Front) card(a *agent, m *agentclient.Manifest) *a2a.AgentCard {
 		Name: name, Description: d.Description, URL: f.cardURL(a.jid.String()), Version: a.version,
 		ProtocolVersion: a2amap.ProtocolVersion, PreferredTransport: a2a.TransportProtocolJSONRPC,
 		Capabilities: a2a.AgentCapabilities{
-			Streaming: true,
+			Streaming:         true,
+			PushNotifications: f.push != nil,
 			Extensions: []a2a.AgentExtension{{
 				URI:         a2amap.ExtensionURI,
 				Description: "The XMPP agent behind this card: its JID, pinned manifest and each skill's JSON Schemas.",

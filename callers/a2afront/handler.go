@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
@@ -405,17 +406,54 @@ func (h handler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Ta
 }
 
 // Push notifications are not offered (the card says so).
-func (handler) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	c, err := v1handler{h: h}.GetTaskPushConfig(ctx, a2av0.ToV1GetTaskPushConfigRequest(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfig(c), nil
 }
-func (handler) OnListTaskPushConfig(context.Context, *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	r, err := v1handler{h: h}.ListTaskPushConfigs(ctx, a2av0.ToV1ListTaskPushConfigRequest(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfigs(r.Configs), nil
 }
-func (handler) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	c, err := v1handler{h: h}.CreateTaskPushConfig(ctx, a2av0.ToV1PushConfig(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfig(c), nil
 }
-func (handler) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
-	return a2a.ErrPushNotificationNotSupported
+func (h handler) OnDeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
+	if h.f.push == nil || p == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	return legacyErr(v1handler{h: h}.DeleteTaskPushConfig(ctx, a2av0.ToV1DeleteTaskPushConfigRequest(p)))
+}
+
+// legacyErr is a 1.0 error with its 0.3 sentinel, for the 0.3 transport.
+func legacyErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, p := range errPairs {
+		if errors.Is(err, p.v1) {
+			return &v1Error{msg: err.Error(), target: p.old}
+		}
+	}
+	return a2a.ErrInternalError
 }
 func (handler) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
 	return nil, a2a.ErrAuthenticatedExtendedCardNotConfigured

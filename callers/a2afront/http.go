@@ -266,6 +266,10 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 	if err != nil {
 		return err
 	}
+	f.ctx = ctx
+	if f.push != nil {
+		go f.push.run(ctx)
+	}
 	go func() {
 		if err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
 			f.log.Warn("initial agent discovery incomplete", "error", err)

@@ -3,6 +3,7 @@ package a2afront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
@@ -203,18 +204,46 @@ func (v v1handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a
 	return out, nil
 }
 
-// Push notifications and the extended card are not offered (the card says so).
-func (v1handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+// Push notification configs (push.go); not supported without an outbox.
+func (v v1handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	if v.h.f.push == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if req == nil || taskRef(legacy.TaskID(req.TaskID)) != nil {
+		return nil, a2a.ErrTaskNotFound
+	}
+	return v.h.f.push.get(ctx, string(req.TaskID), req.ID)
 }
-func (v1handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (v v1handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	if v.h.f.push == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	if req == nil || taskRef(legacy.TaskID(req.TaskID)) != nil {
+		return nil, a2a.ErrTaskNotFound
+	}
+	cfgs, err := v.h.f.push.configs(ctx, string(req.TaskID))
+	if err != nil {
+		return nil, v1err(fmt.Errorf("%w: reading push configs failed", legacy.ErrServerError))
+	}
+	if cfgs == nil {
+		cfgs = []*a2a.PushConfig{}
+	}
+	return &a2a.ListTaskPushConfigResponse{Configs: cfgs}, nil
 }
-func (v1handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (v v1handler) CreateTaskPushConfig(ctx context.Context, c *a2a.PushConfig) (*a2a.PushConfig, error) {
+	if v.h.f.push == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	return v.h.f.push.create(ctx, v.h, c)
 }
-func (v1handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
-	return a2a.ErrPushNotificationNotSupported
+func (v v1handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
+	if v.h.f.push == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	if req == nil || taskRef(legacy.TaskID(req.TaskID)) != nil {
+		return a2a.ErrTaskNotFound
+	}
+	return v.h.f.push.remove(ctx, string(req.TaskID), req.ID)
 }
 func (v1handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
 	return nil, a2a.ErrExtendedCardNotConfigured

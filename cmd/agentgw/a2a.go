@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/agentgw/agentgw/a2abridge/cardsig"
@@ -27,6 +29,9 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
 	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long tasks/cancel waits for the XMPP task to settle")
 	maxBody := fs.Int64("max-request-bytes", 1<<20, "largest JSON-RPC request body accepted")
+	pushOn := fs.Bool("push", false, "offer push notifications (delivered at least once while agentgw a2a runs; the outbox is in memory)")
+	pushAllow := fs.String("push-allow", "", "comma-separated address prefixes push targets may resolve to although not public (e.g. 127.0.0.1/32); default none")
+	pushTimeout := fs.Duration("push-timeout", 10*time.Second, "bound of one push delivery attempt")
 	cardKey := fs.String("card-key-file", "", "PEM ECDSA P-256 private key the agent cards are signed with (ES256); default: a key generated at start")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -51,6 +56,20 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = "http://" + ln.Addr().String()
 	}
 
+	var allow []netip.Prefix
+	for _, p := range strings.Split(*pushAllow, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pre, err := netip.ParsePrefix(p)
+		if err != nil {
+			return usagef("--push-allow: %q is not an address prefix", p)
+		}
+		allow = append(allow, pre)
+	}
+	if *pushTimeout <= 0 {
+		return usagef("--push-timeout must be positive")
+	}
 	key, err := cardsig.LoadOrGenerate(*cardKey)
 	if err != nil {
 		return err
@@ -69,6 +88,7 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
 		CardSigner: signer,
+		Push:       a2afront.PushOptions{Enabled: *pushOn, Allow: allow, Timeout: *pushTimeout},
 	})
 	if err != nil {
 		return err

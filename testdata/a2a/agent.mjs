@@ -96,7 +96,7 @@ const executor = {
     if (ofTask === 'long' || ofTask === 'stuck') {
       const n = ofTask === 'long' ? 5 : 100000;
       for (let i = 1; i <= n; i++) {
-        await sleep(50);
+        await sleep(ofTask === 'long' ? 300 : 50); // long lasts 1.5 s: a cancel lands under load
         if (cancelled.has(taskId) && ofTask === 'long') {
           bus.publish(status(taskId, contextId, TaskState.TASK_STATE_CANCELED, [text('stopped at step ' + i)]));
           bus.finished();

@@ -144,6 +144,14 @@ async function run(step) {
         return { verified: false, reason: String(e.message || e) };
       }
     }
+    case 'pushcreate': {
+      const c = await (await transport(step.jid)).createTaskPushNotificationConfig({ tenant: '', id: step.configId || 'cfg-1', taskId, url: step.url, token: step.token || '', authentication: undefined });
+      return { push: { id: c.id, url: c.url, taskId: c.taskId } };
+    }
+    case 'pushlist': {
+      const r = await (await transport(step.jid)).listTaskPushNotificationConfig({ tenant: '', taskId, pageSize: 0, pageToken: '' });
+      return { push: { n: (r.configs || []).length } };
+    }
     case 'list': {
       const r = await (await transport(step.jid)).listTasks({ tenant: '', contextId: step.contextId || '', status: 0, pageSize: step.pageSize || 0, pageToken: step.pageToken || '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: !!step.includeArtifacts });
       return { list: { tasks: (r.tasks || []).map(taskJSON), nextPageToken: r.nextPageToken, pageSize: r.pageSize, totalSize: r.totalSize } };

@@ -23,9 +23,10 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/telemetry"
 	"github.com/agentgw/agentgw/tasks"
@@ -39,6 +40,9 @@ type Options struct {
 	Description string
 	Version     string
 	CardURL     string
+	// CardVerifier, when set, must verify the card's signature (the
+	// pinned key of card_key_file); a card that fails is refused.
+	CardVerifier *cardsig.Verifier
 
 	Publisher    backendkit.Publisher
 	Availability backendkit.Availability
@@ -72,7 +76,10 @@ type Backend struct {
 
 	mu   sync.Mutex
 	card *a2a.AgentCard
-	rpc  a2aclient.Transport
+	rpc  *rpcTransport
+	// ready is closed once a card has been fetched (Resume waits for it).
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 var (
@@ -118,7 +125,7 @@ func New(o Options) (*Backend, error) {
 	hc.Transport = boundedTransport{next: telemetry.Transport(base), max: o.MaxResponseBytes}
 	hc.CheckRedirect = sameHost
 	return &Backend{
-		o: o, log: o.Logger, http: hc,
+		o: o, log: o.Logger, http: hc, ready: make(chan struct{}),
 		pub:      backendkit.NewManifests(o.Publisher),
 		presence: backendkit.NewPresence(o.Endpoint, o.Availability),
 	}, nil
@@ -163,11 +170,11 @@ func (b *Backend) Start(ctx context.Context) error {
 
 // refresh fetches the card and publishes its projection.
 func (b *Backend) refresh(ctx context.Context) error {
-	card, err := b.fetchCard(ctx)
+	card, iface, err := b.fetchCard(ctx)
 	if err != nil {
 		return err
 	}
-	rpcURL, err := b.rpcURL(card)
+	rpcURL, err := b.onCardHost(iface.url)
 	if err != nil {
 		return err
 	}
@@ -183,50 +190,112 @@ func (b *Backend) refresh(ctx context.Context) error {
 		return fmt.Errorf("publishing the manifest: %w", err)
 	}
 	b.mu.Lock()
-	if b.card == nil || b.card.URL != card.URL {
-		b.rpc = newRPCTransport(rpcURL, b.http, b.o.MaxResponseBytes)
+	if b.rpc == nil || b.rpc.url != rpcURL || b.rpc.v10 != iface.v10 {
+		b.rpc = newRPCTransport(rpcURL, b.http, b.o.MaxResponseBytes, iface.v10)
 	}
 	b.card = card
 	b.mu.Unlock()
+	b.readyOnce.Do(func() { close(b.ready) })
 	return nil
 }
 
-func (b *Backend) fetchCard(ctx context.Context) (*a2a.AgentCard, error) {
+// iface is the interface the bridge calls: a JSON-RPC URL and its version.
+type iface struct {
+	url string
+	v10 bool
+}
+
+// fetchCard reads the card (asking for the 1.0 card: A2A-Version 1.0,
+// which a 0.3 agent ignores) and picks the interface to call: a JSON-RPC
+// interface of A2A 1.0 when the card lists one, else its 0.3 JSON-RPC
+// interface. The card is returned in the 0.3 shape the projection reads.
+func (b *Backend) fetchCard(ctx context.Context) (*a2a.AgentCard, iface, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", b.o.CardURL, nil)
 	if err != nil {
-		return nil, err
+		return nil, iface{}, err
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
 	resp, err := b.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetching the agent card: %w", scrubURLError(err))
+		return nil, iface{}, fmt.Errorf("fetching the agent card: %w", scrubURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetching the agent card: HTTP %d", resp.StatusCode)
+		return nil, iface{}, fmt.Errorf("fetching the agent card: HTTP %d", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, b.o.MaxCardBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the agent card: %w", err)
+		return nil, iface{}, fmt.Errorf("reading the agent card: %w", err)
 	}
 	if int64(len(body)) > b.o.MaxCardBytes {
-		return nil, fmt.Errorf("the agent card is larger than %d bytes", b.o.MaxCardBytes)
+		return nil, iface{}, fmt.Errorf("the agent card is larger than %d bytes", b.o.MaxCardBytes)
 	}
-	var card a2a.AgentCard
-	if err := json.Unmarshal(body, &card); err != nil {
-		return nil, errors.New("the agent card is not an A2A 0.3 AgentCard")
+	if b.o.CardVerifier != nil {
+		if err := b.o.CardVerifier.Verify(body); err != nil {
+			return nil, iface{}, fmt.Errorf("card refused: %w", err)
+		}
 	}
-	if len(card.Skills) == 0 {
-		return nil, errors.New("the agent card lists no skills")
-	}
-	return &card, nil
+	return parseCard(body)
 }
 
-// rpcURL is the card's JSON-RPC interface, which must be on the card's
-// host.
-func (b *Backend) rpcURL(card *a2a.AgentCard) (string, error) {
+// parseCard reads a card of either version (or the union agentgw's front
+// serves) and picks the interface to call.
+func parseCard(body []byte) (*a2a.AgentCard, iface, error) {
+	var legacy a2a.AgentCard
+	legacyErr := json.Unmarshal(body, &legacy)
+	v1card, v1err := a2av0.NewAgentCardParser()(body)
+	var card *a2a.AgentCard
+	switch {
+	case legacyErr == nil:
+		card = &legacy
+	case v1err == nil:
+		card = a2av0.FromV1AgentCard(v1card)
+	default:
+		return nil, iface{}, errors.New("the agent card is neither an A2A 1.0 nor an A2A 0.3 AgentCard")
+	}
+	if len(card.Skills) == 0 {
+		return nil, iface{}, errors.New("the agent card lists no skills")
+	}
+	var pick *iface
+	if v1err == nil {
+		for _, i := range v1card.SupportedInterfaces {
+			if i == nil || i.ProtocolBinding != "JSONRPC" {
+				continue
+			}
+			major, _, _ := strings.Cut(string(i.ProtocolVersion), ".")
+			switch {
+			case major == "1":
+				pick = &iface{url: i.URL, v10: true}
+			case pick == nil && strings.HasPrefix(string(i.ProtocolVersion), "0.3"):
+				pick = &iface{url: i.URL}
+			}
+			if pick != nil && pick.v10 {
+				break
+			}
+		}
+	}
+	if pick != nil {
+		card.ProtocolVersion = "0.3.0"
+		if pick.v10 {
+			card.ProtocolVersion = "1.0"
+		}
+		return card, *pick, nil
+	}
+	if legacyErr != nil {
+		return nil, iface{}, errors.New("the agent offers no JSON-RPC interface (the only transport agentgw calls)")
+	}
+	u, err := legacyRPCURL(card)
+	if err != nil {
+		return nil, iface{}, err
+	}
+	return card, iface{url: u}, nil
+}
+
+// legacyRPCURL is a 0.3 card's JSON-RPC interface.
+func legacyRPCURL(card *a2a.AgentCard) (string, error) {
 	u := card.URL
 	if card.PreferredTransport != "" && card.PreferredTransport != a2a.TransportProtocolJSONRPC {
 		u = ""
@@ -236,9 +305,14 @@ func (b *Backend) rpcURL(card *a2a.AgentCard) (string, error) {
 			}
 		}
 		if u == "" {
-			return "", errors.New("the agent offers no JSON-RPC interface (the only transport agentgw speaks)")
+			return "", errors.New("the agent offers no JSON-RPC interface (the only transport agentgw calls)")
 		}
 	}
+	return u, nil
+}
+
+// onCardHost checks that an interface URL is on the card's host.
+func (b *Backend) onCardHost(u string) (string, error) {
 	ru, err := url.Parse(u)
 	cu, _ := url.Parse(b.o.CardURL)
 	if err != nil || ru.Host != cu.Host || (ru.Scheme != "http" && ru.Scheme != "https") || ru.User != nil {
@@ -247,7 +321,7 @@ func (b *Backend) rpcURL(card *a2a.AgentCard) (string, error) {
 	return ru.String(), nil
 }
 
-func (b *Backend) transport() a2aclient.Transport {
+func (b *Backend) transport() *rpcTransport {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.rpc

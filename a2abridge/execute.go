@@ -21,6 +21,7 @@ import (
 type remote struct {
 	mu    sync.Mutex // guards id, ctxID and cancel: sendCancel runs beside the stream
 	b     *Backend
+	tr    *rpcTransport // the interface this task is called on
 	run   tasks.Run
 	call  tasks.Call
 	id    a2a.TaskID // the remote task, once known
@@ -54,7 +55,7 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 	// without the agent's word (an unconfirmed cancellation).
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	r := &remote{b: b, run: run, call: call, stop: stop}
+	r := &remote{b: b, run: run, call: call, stop: stop, tr: tr}
 	params := &a2a.MessageSendParams{Message: msg, Metadata: map[string]any{a2amap.MetaSkill: skillOf(b, call.Tool)}}
 	r.follow(ctx, tr.SendStreamingMessage(ctx, params))
 }
@@ -79,6 +80,7 @@ func message(call tasks.Call) (*a2a.Message, error) {
 	}
 	m := a2a.NewMessage(a2a.MessageRoleUser, parts...)
 	m.ID = "agentgw-" + call.TaskID
+	m.ContextID = contextFor(call)
 	m.Metadata = map[string]any{a2amap.MetaSkill: call.Tool}
 	return m, nil
 }
@@ -100,7 +102,7 @@ func skillOf(b *Backend, tool string) string {
 // follow consumes a stream and everything after it: answers, cancels,
 // resubscriptions, until the task is settled.
 func (r *remote) follow(ctx context.Context, events iter.Seq2[a2a.Event, error]) {
-	tr := r.b.transport()
+	tr := r.tr
 	bo := backendkit.Supervisor{Min: 500 * time.Millisecond, Max: 10 * time.Second}.Backoff()
 	attempts := 0
 	for {
@@ -194,11 +196,17 @@ func (r *remote) consume(ctx context.Context, events iter.Seq2[a2a.Event, error]
 	return nil, false, errors.New("the stream ended before the task did")
 }
 
+// learn notes the remote task the agent named and, the first time,
+// commits it with the XMPP task before anything relies on it.
 func (r *remote) learn(id a2a.TaskID, ctxID string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.id == "" {
+	first := r.id == "" && id != ""
+	if first {
 		r.id, r.ctxID = id, ctxID
+	}
+	r.mu.Unlock()
+	if first {
+		r.checkpoint(r.tr, id, ctxID)
 	}
 }
 
@@ -284,7 +292,7 @@ func (r *remote) ask(ctx context.Context, question string) (iter.Seq2[a2a.Event,
 	m.TaskID, m.ContextID = r.id, r.ctxID
 	r.mu.Unlock()
 	m.ID = fmt.Sprintf("agentgw-%s-answer-%d", r.call.TaskID, time.Now().UnixNano())
-	return r.b.transport().SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}), false
+	return r.tr.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}), false
 }
 
 // sendCancel asks the remote task to cancel, once; the remote task's
@@ -305,7 +313,7 @@ func (r *remote) sendCancel(ctx context.Context) {
 	wait := r.b.o.CancelWait
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	t, err := r.b.transport().CancelTask(cctx, &a2a.TaskIDParams{ID: id})
+	t, err := r.tr.CancelTask(cctx, &a2a.TaskIDParams{ID: id})
 	switch {
 	case err == nil && t.Status.State == a2a.TaskStateCanceled:
 		r.run.Cancelled("cancelled")

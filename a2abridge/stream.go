@@ -16,6 +16,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
+	v1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
 // errUnreadable marks an answer of the agent that is not A2A 0.3 the bridge
@@ -29,16 +31,48 @@ var errUnreadable = errors.New("a2abridge: the agent's answer is not readable A2
 // (a larger event breaks the stream) and does not tell an unreadable answer
 // from a broken connection. Here one SSE event may be up to max bytes (the
 // documented cap, MaxResponseBytes) and every error says which it is.
+//
+// With v10 it speaks A2A 1.0 JSON-RPC on the wire (SendStreamingMessage,
+// GetTask, SubscribeToTask, CancelTask, A2A-Version: 1.0, TASK_STATE_*
+// and one Part type) and hands the bridge the same 0.3 shapes, converted
+// with the v2 SDK's a2acompat/a2av0: one bridging code for both versions.
 type rpcTransport struct {
-	a2aclient.Transport // cancel and the rest: the SDK's
+	a2aclient.Transport // 0.3's cancel: the SDK's
 	url                 string
 	http                *http.Client
 	max                 int64
 	seq                 atomic.Int64
+	v10                 bool
 }
 
-func newRPCTransport(url string, hc *http.Client, max int64) *rpcTransport {
-	return &rpcTransport{Transport: a2aclient.NewJSONRPCTransport(url, hc), url: url, http: hc, max: max}
+func newRPCTransport(url string, hc *http.Client, max int64, v10 bool) *rpcTransport {
+	return &rpcTransport{Transport: a2aclient.NewJSONRPCTransport(url, hc), url: url, http: hc, max: max, v10: v10}
+}
+
+// methods10 are the A2A 1.0 names of the 0.3 methods the bridge calls.
+var methods10 = map[string]string{
+	"tasks/get": "GetTask", "message/stream": "SendStreamingMessage",
+	"tasks/resubscribe": "SubscribeToTask", "tasks/cancel": "CancelTask",
+}
+
+// wire is a 0.3 request's params as the transport's version sends them.
+func (t *rpcTransport) wire(method string, params any) (string, any, error) {
+	if !t.v10 {
+		return method, params, nil
+	}
+	switch p := params.(type) {
+	case *a2a.MessageSendParams:
+		r, err := a2av0.ToV1SendMessageRequest(p)
+		return methods10[method], r, err
+	case *a2a.TaskQueryParams:
+		return methods10[method], a2av0.ToV1GetTaskRequest(p), nil
+	case *a2a.TaskIDParams:
+		if method == "tasks/resubscribe" {
+			return methods10[method], a2av0.ToV1SubscribeToTaskRequest(p), nil
+		}
+		return methods10[method], a2av0.ToV1CancelTaskRequest(p), nil
+	}
+	return "", nil, fmt.Errorf("a2abridge: no A2A 1.0 form for %T", params)
 }
 
 type rpcResponse struct {
@@ -57,7 +91,23 @@ func (e rpcError) Error() string {
 	return "the A2A agent answered JSON-RPC error " + strconv.Itoa(e.code)
 }
 
+// Is maps the codes the bridge acts on to the SDK's errors (the same
+// codes in 0.3 and 1.0).
+func (e rpcError) Is(target error) bool {
+	switch e.code {
+	case -32001:
+		return target == a2a.ErrTaskNotFound
+	case -32002:
+		return target == a2a.ErrTaskNotCancelable
+	}
+	return false
+}
+
 func (t *rpcTransport) post(ctx context.Context, method string, params any, stream bool) (*http.Response, error) {
+	method, params, err := t.wire(method, params)
+	if err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": strconv.FormatInt(t.seq.Add(1), 10), "method": method, "params": params})
 	if err != nil {
 		return nil, err
@@ -67,6 +117,9 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, stre
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if t.v10 {
+		req.Header.Set("A2A-Version", "1.0")
+	}
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
@@ -117,11 +170,45 @@ func (t *rpcTransport) GetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2
 	if err != nil {
 		return nil, err
 	}
+	return t.task(res)
+}
+
+// task decodes a Task of the transport's version into the 0.3 shape.
+func (t *rpcTransport) task(res json.RawMessage) (*a2a.Task, error) {
+	if t.v10 {
+		var task v1.Task
+		if err := json.Unmarshal(res, &task); err != nil {
+			return nil, fmt.Errorf("%w: the task is not an A2A 1.0 Task (%s)", errUnreadable, kindOf(err))
+		}
+		return a2av0.FromV1Task(&task), nil
+	}
 	var task a2a.Task
 	if err := json.Unmarshal(res, &task); err != nil {
 		return nil, fmt.Errorf("%w: the task is not an A2A 0.3 Task (%s)", errUnreadable, kindOf(err))
 	}
 	return &task, nil
+}
+
+// CancelTask asks the agent to cancel its task: the SDK's for 0.3, read
+// here for 1.0.
+func (t *rpcTransport) CancelTask(ctx context.Context, id *a2a.TaskIDParams) (*a2a.Task, error) {
+	if !t.v10 {
+		return t.Transport.CancelTask(ctx, id)
+	}
+	resp, err := t.post(ctx, "tasks/cancel", id, false)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := decodeResponse(data)
+	if err != nil {
+		return nil, err
+	}
+	return t.task(res)
 }
 
 func (t *rpcTransport) SendStreamingMessage(ctx context.Context, m *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
@@ -150,7 +237,7 @@ func (t *rpcTransport) stream(ctx context.Context, method string, params any) it
 			}
 			if err == nil {
 				var ev a2a.Event
-				if ev, err = event(data); err == nil {
+				if ev, err = t.event(data); err == nil {
 					yield(ev, nil)
 					return
 				}
@@ -161,7 +248,7 @@ func (t *rpcTransport) stream(ctx context.Context, method string, params any) it
 		for data, err := range sseEvents(resp.Body, t.max) {
 			if err == nil {
 				var ev a2a.Event
-				if ev, err = event(data); err == nil {
+				if ev, err = t.event(data); err == nil {
 					if !yield(ev, nil) {
 						return
 					}
@@ -174,11 +261,23 @@ func (t *rpcTransport) stream(ctx context.Context, method string, params any) it
 	}
 }
 
-// event decodes one JSON-RPC response carrying an A2A event.
-func event(data []byte) (a2a.Event, error) {
+// event decodes one JSON-RPC response carrying an A2A event of the
+// transport's version (1.0: a StreamResponse) into the 0.3 shape.
+func (t *rpcTransport) event(data []byte) (a2a.Event, error) {
 	res, err := decodeResponse(data)
 	if err != nil {
 		return nil, err
+	}
+	if t.v10 {
+		var sr v1.StreamResponse
+		if err := json.Unmarshal(res, &sr); err != nil || sr.Event == nil {
+			return nil, fmt.Errorf("%w: an event is not an A2A 1.0 stream response (%s)", errUnreadable, kindOf(err))
+		}
+		ev, err := a2av0.FromV1Event(sr.Event)
+		if err != nil {
+			return nil, fmt.Errorf("%w: an event is not an A2A 1.0 event", errUnreadable)
+		}
+		return ev, nil
 	}
 	ev, err := a2a.UnmarshalEventJSON(res)
 	if err != nil {

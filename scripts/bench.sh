@@ -78,6 +78,8 @@ bench connectorbridge 3m -run '^$' -bench 'BenchmarkIMRelay$' -benchtime 2s
 bench callers/mcpfront 5m -run '^$' -bench 'BenchmarkEchoFullChainVsDirect$' -benchtime 1x
 # MCP Tasks at the front: a task-augmented echo against a plain tools/call.
 bench callers/mcpfront 4m -run '^$' -bench 'BenchmarkTaskEchoVsPlain$' -benchtime 1x
+# A2A 1.0 (JSON-RPC, HTTP+JSON) against 0.3 through agentgw a2a, same run.
+bench callers/a2afront 4m -run '^$' -bench 'BenchmarkA2AEcho10Vs03$' -benchtime 1x
 # agent-control-center runs through the gateway against the connector called directly.
 bench e2e/bench 4m -run '^$' -bench 'BenchmarkACCRun$' -benchtime 1x
 # Human Messaging: a chat round trip and sustained messages/s, each beside a

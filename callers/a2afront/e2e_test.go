@@ -42,6 +42,8 @@ type e2e struct {
 	node, root string
 	base       string
 	weather    *taskstest.Executor
+	// a2aArgs are extra flags of agentgw a2a.
+	a2aArgs []string
 }
 
 func nodeTools(tb testing.TB) (node, root string) {
@@ -94,6 +96,7 @@ func (x *e2e) startA2A(tb testing.TB) string {
 	s := x.env.Server
 	cmd := exec.Command(x.bin, "a2a", "--jid", x.env.JID("alice"), "--password-env", pwEnv, "--server", s.C2SAddr, "--ca-file", s.CAFile,
 		"--gateway", x.env.Domain, "--http", "127.0.0.1:0", "--bearer-env", bearerEnv, "--refresh", "1s", "--cancel-wait", "5s")
+	cmd.Args = append(cmd.Args, x.a2aArgs...)
 	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice", bearerEnv+"="+bearer)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -175,6 +178,20 @@ type step struct {
 		Message string `json:"message"`
 		Code    any    `json:"code"`
 	} `json:"error"`
+	Push *struct {
+		ID  string `json:"id"`
+		URL string `json:"url"`
+		N   int    `json:"n"`
+	} `json:"push"`
+	Verified   *bool  `json:"verified"`
+	Reason     string `json:"reason"`
+	Signatures int    `json:"signatures"`
+	List       *struct {
+		Tasks         []task `json:"tasks"`
+		NextPageToken string `json:"nextPageToken"`
+		PageSize      int    `json:"pageSize"`
+		TotalSize     int    `json:"totalSize"`
+	} `json:"list"`
 	N   int     `json:"n"`
 	P50 float64 `json:"p50"`
 	P99 float64 `json:"p99"`
@@ -216,7 +233,14 @@ func (w *signalWriter) String() string {
 // signalled once the client has read that stream's first event.
 func (x *e2e) runSignalling(tb testing.TB, signalled chan struct{}, steps ...map[string]any) []step {
 	tb.Helper()
-	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "steps": steps})
+	return x.runProto(tb, "0.3", signalled, steps...)
+}
+
+// runProto is runSignalling with the client speaking proto ("0.3",
+// "0.3-rest", "1.0-jsonrpc" or "1.0-rest"; testdata/a2a/client.mjs).
+func (x *e2e) runProto(tb testing.TB, proto string, signalled chan struct{}, steps ...map[string]any) []step {
+	tb.Helper()
+	plan, _ := json.Marshal(map[string]any{"base": x.base, "bearer": bearer, "proto": proto, "steps": steps})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, x.node, filepath.Join(x.root, "testdata", "a2a", "client.mjs"), string(plan))

@@ -1,4 +1,4 @@
-// Package a2afront implements `agentgw a2a`: an A2A 0.3.0 server that logs
+// Package a2afront implements `agentgw a2a`: an A2A 1.0 and 0.3 server that logs
 // into XMPP as one ordinary account and presents every agent that account
 // can see as an A2A agent, one Agent Card per endpoint.
 //
@@ -23,9 +23,12 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	v1a2a "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/callers/agentclient"
 	"github.com/agentgw/agentgw/callers/catalog"
 )
@@ -58,7 +61,12 @@ type Options struct {
 	MaxRequestBytes int64
 	// Version is reported in the cards' provider metadata.
 	Version string
-	Logger  *slog.Logger
+	// CardSigner signs every served card (A2A 1.0 §8.4); nil serves them
+	// unsigned.
+	CardSigner *cardsig.Signer
+	// Push turns push notifications on (an outbox file is required).
+	Push   PushOptions
+	Logger *slog.Logger
 }
 
 // Front serves the account's XMPP agents over A2A.
@@ -67,6 +75,12 @@ type Front struct {
 	opts Options
 	log  *slog.Logger
 	cat  *catalog.Catalog[*agent] // bare JID → pinned agent
+	// tasks indexes the tasks started here (ListTasks, context ids).
+	tasks *taskIndex
+	// push delivers push notifications (nil: not offered).
+	push *pusher
+	// ctx bounds background work (push watchers); Serve's.
+	ctx context.Context
 }
 
 // agent is one endpoint pinned to its active manifest.
@@ -77,6 +91,13 @@ type agent struct {
 	hash    string
 	tools   []agentclient.ManifestTool
 	card    *a2a.AgentCard
+	// cardJSON is the served card: the 0.3 card with the 1.0 fields beside
+	// it (supportedInterfaces), read by clients of either version.
+	cardJSON json.RawMessage
+	// card10 is the A2A 1.0 card alone (1.0 fields only), served to a
+	// request with A2A-Version: 1.0: a 1.0 client verifies its signature
+	// over exactly the fields it knows.
+	card10 json.RawMessage
 }
 
 // New makes a Front.
@@ -105,7 +126,14 @@ func New(c Client, opts Options) (*Front, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Front{c: c, opts: opts, log: opts.Logger}
+	f := &Front{c: c, opts: opts, log: opts.Logger, tasks: newTaskIndex(0), ctx: context.Background()}
+	if opts.Push.Enabled {
+		p, err := newPusher(f, opts.Push)
+		if err != nil {
+			return nil, err
+		}
+		f.push = p
+	}
 	// A pushed activation or deactivation makes the catalog stale at once:
 	// the next card or call refreshes it (issue 20's node).
 	f.cat = catalog.New(c, catalog.Options{
@@ -133,8 +161,8 @@ func (f *Front) lookup(ctx context.Context, bare string) (*agent, error) {
 	return a, nil
 }
 
-// Agents lists the pinned agents' cards, sorted by JID.
-func (f *Front) Agents(ctx context.Context) ([]*a2a.AgentCard, error) {
+// Agents lists the pinned agents' cards as served, sorted by JID.
+func (f *Front) Agents(ctx context.Context) ([]json.RawMessage, error) {
 	if !f.cat.Fresh(f.opts.Refresh) {
 		if err := f.Refresh(ctx); err != nil {
 			f.log.Warn("agent discovery failed; serving the last known agents", "error", err)
@@ -146,9 +174,9 @@ func (f *Front) Agents(ctx context.Context) ([]*a2a.AgentCard, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]*a2a.AgentCard, 0, len(keys))
+	out := make([]json.RawMessage, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, agents[k].card)
+		out = append(out, agents[k].cardJSON)
 	}
 	return out, nil
 }
@@ -165,12 +193,75 @@ func (f *Front) Refresh(ctx context.Context) error {
 func (f *Front) agent(e *catalog.Endpoint) *agent {
 	a := &agent{jid: e.JID, info: e.Info, version: e.Manifest.Version, hash: e.Manifest.Hash, tools: e.Manifest.Doc.Tools}
 	a.card = f.card(a, e.Manifest)
+	a.cardJSON = f.unionCard(a)
+	a.card10 = f.card10(a)
 	return a
 }
 
-// cardURL is where an agent's JSON-RPC interface is served.
+// cardURL is where an agent's JSON-RPC interface is served (both
+// versions, told apart by the A2A-Version header).
 func (f *Front) cardURL(bare string) string {
 	return f.opts.BaseURL + "/agents/" + url.PathEscape(bare)
+}
+
+// restURL is where an agent's HTTP+JSON interface is served.
+func (f *Front) restURL(bare string) string { return f.cardURL(bare) + "/rest" }
+
+// card10 is the agent's A2A 1.0 card, signed.
+func (f *Front) card10(a *agent) json.RawMessage {
+	c := a2av0.ToV1AgentCard(a.card)
+	bare := a.jid.String()
+	c.SupportedInterfaces = []*v1a2a.AgentInterface{
+		{URL: f.cardURL(bare), ProtocolBinding: v1a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"},
+		{URL: f.restURL(bare), ProtocolBinding: v1a2a.TransportProtocolHTTPJSON, ProtocolVersion: "1.0"},
+		{URL: f.cardURL(bare), ProtocolBinding: v1a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	return f.sign(bare, out)
+}
+
+// sign signs a card when the front has a key.
+func (f *Front) sign(bare string, card []byte) json.RawMessage {
+	if f.opts.CardSigner == nil {
+		return card
+	}
+	signed, err := f.opts.CardSigner.Sign(card)
+	if err != nil {
+		f.log.Warn("signing an agent card failed; serving it unsigned", "agent", bare, "error", err.Error())
+		return card
+	}
+	return signed
+}
+
+// unionCard is the card as served: the 0.3 card (url, preferredTransport,
+// protocolVersion 0.3.0) plus A2A 1.0's supportedInterfaces, one entry per
+// binding and version. A 1.0 client picks a 1.0 interface; a 0.3 client
+// reads the 0.3 fields it knows and ignores the rest.
+func (f *Front) unionCard(a *agent) json.RawMessage {
+	b, err := json.Marshal(a.card)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	bare := a.jid.String()
+	m["supportedInterfaces"] = []map[string]any{
+		{"url": f.cardURL(bare), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+		{"url": f.restURL(bare), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+		{"url": f.cardURL(bare), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+	}
+	// 1.0 names the security requirement list securityRequirements.
+	m["securityRequirements"] = []map[string]any{{"schemes": map[string]any{"bearer": map[string]any{"list": []string{}}}}}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return f.sign(bare, out)
 }
 
 // card builds an agent's A2A Agent Card: one skill per tool, and the
@@ -208,7 +299,8 @@ func (f *Front) card(a *agent, m *agentclient.Manifest) *a2a.AgentCard {
 		Name: name, Description: d.Description, URL: f.cardURL(a.jid.String()), Version: a.version,
 		ProtocolVersion: a2amap.ProtocolVersion, PreferredTransport: a2a.TransportProtocolJSONRPC,
 		Capabilities: a2a.AgentCapabilities{
-			Streaming: true,
+			Streaming:         true,
+			PushNotifications: f.push != nil,
 			Extensions: []a2a.AgentExtension{{
 				URI:         a2amap.ExtensionURI,
 				Description: "The XMPP agent behind this card: its JID, pinned manifest and each skill's JSON Schemas.",

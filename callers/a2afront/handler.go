@@ -13,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/a2abridge/a2amap"
@@ -41,10 +42,6 @@ func requestID(bare, messageID string) string {
 	sum := sha256.Sum256([]byte(bare + "\x00" + messageID))
 	return "a2a-" + hex.EncodeToString(sum[:16])
 }
-
-// contextID is the A2A context of a task: the XMPP task model has no
-// conversation context, so each task is its own (docs/a2a.md).
-func contextID(taskID string) string { return "ctx-" + taskID }
 
 // taskRef checks a task id from a client. A2A task ids are opaque to the
 // client: an id that is not an XMPP task-id (not the identifier grammar)
@@ -120,6 +117,9 @@ func checkMessage(m *a2a.Message) error {
 	}
 	if len(m.Parts) == 0 || len(m.Parts) > maxParts {
 		return invalid("a message has 1 to %d parts", maxParts)
+	}
+	if len(m.ContextID) > maxMessageIDLen {
+		return invalid("contextId is at most %d bytes", maxMessageIDLen)
 	}
 	return nil
 }
@@ -213,6 +213,9 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 		}
 		taskID := string(p.Message.TaskID)
 		rev, err := h.answer(ctx, ep, taskID, p.Message)
+		if err == nil {
+			h.f.tasks.add(h.bare, taskID, p.Message.ContextID)
+		}
 		return a, taskID, rev, err
 	}
 	tool, args, err := invocation(a, p.Message, p.Metadata)
@@ -225,6 +228,7 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 	if err != nil {
 		return nil, "", 0, xmppError(err, "the invocation")
 	}
+	h.f.tasks.add(h.bare, acc.TaskID, p.Message.ContextID)
 	return a, acc.TaskID, acc.Revision, nil
 }
 
@@ -274,7 +278,7 @@ func (h handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a
 		// the artifacts, without reading task-state and result again.
 		wctx, cancel := context.WithTimeout(ctx, h.f.opts.BlockingWait)
 		defer cancel()
-		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID)}
+		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: h.f.tasks.contextOf(taskID)}
 		for ev, err := range h.f.follow(wctx, a, taskID, rev) {
 			if err != nil {
 				break
@@ -308,7 +312,7 @@ func (h handler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendPara
 		}
 		// A new task starts as submitted at its admission revision; every
 		// event after it (buffered by the client since the invoke) follows.
-		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID), Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+		t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: h.f.tasks.contextOf(taskID), Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
 			Metadata: map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": rev, "manifestVersion": a.version}}}
 		if !yield(t, nil) {
 			return
@@ -402,17 +406,54 @@ func (h handler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Ta
 }
 
 // Push notifications are not offered (the card says so).
-func (handler) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	c, err := v1handler{h: h}.GetTaskPushConfig(ctx, a2av0.ToV1GetTaskPushConfigRequest(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfig(c), nil
 }
-func (handler) OnListTaskPushConfig(context.Context, *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	r, err := v1handler{h: h}.ListTaskPushConfigs(ctx, a2av0.ToV1ListTaskPushConfigRequest(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfigs(r.Configs), nil
 }
-func (handler) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
+func (h handler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	if h.f.push == nil || p == nil {
+		return nil, a2a.ErrPushNotificationNotSupported
+	}
+	c, err := v1handler{h: h}.CreateTaskPushConfig(ctx, a2av0.ToV1PushConfig(p))
+	if err != nil {
+		return nil, legacyErr(err)
+	}
+	return a2av0.FromV1PushConfig(c), nil
 }
-func (handler) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
-	return a2a.ErrPushNotificationNotSupported
+func (h handler) OnDeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
+	if h.f.push == nil || p == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	return legacyErr(v1handler{h: h}.DeleteTaskPushConfig(ctx, a2av0.ToV1DeleteTaskPushConfigRequest(p)))
+}
+
+// legacyErr is a 1.0 error with its 0.3 sentinel, for the 0.3 transport.
+func legacyErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, p := range errPairs {
+		if errors.Is(err, p.v1) {
+			return &v1Error{msg: err.Error(), target: p.old}
+		}
+	}
+	return a2a.ErrInternalError
 }
 func (handler) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
 	return nil, a2a.ErrAuthenticatedExtendedCardNotConfigured
@@ -426,9 +467,12 @@ func (f *Front) snapshot(ctx context.Context, a *agent, taskID string) (*a2a.Tas
 		return nil, xmppError(err, "reading the task")
 	}
 	t := &a2a.Task{
-		ID: a2a.TaskID(taskID), ContextID: contextID(taskID),
+		ID: a2a.TaskID(taskID), ContextID: f.tasks.contextOf(taskID),
 		Status:   a2a.TaskStatus{State: a2amap.State(st.State), Timestamp: stamp(st.Updated)},
 		Metadata: map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": st.Revision, "manifestVersion": st.APIVersion}},
+	}
+	if t.Status.Timestamp != nil {
+		f.tasks.touch(taskID, *t.Status.Timestamp)
 	}
 	switch {
 	case st.State == agentproto.StateInputRequired && len(st.PendingInput) > 0:
@@ -533,11 +577,12 @@ func (f *Front) follow(ctx context.Context, a *agent, taskID string, from int64)
 	return func(yield func(a2a.Event, error) bool) {
 		events, stop := f.c.Subscribe(a.jid, taskID)
 		defer stop()
-		info := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID(taskID)}
+		info := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: f.tasks.contextOf(taskID)}
 		last := from
 		timer := time.NewTimer(f.opts.RecoverAfter)
 		defer timer.Stop()
 		status := func(state a2a.TaskState, msg *a2a.Message, final bool) bool {
+			f.tasks.touch(taskID, time.Now())
 			ev := a2a.NewStatusUpdateEvent(info, state, msg)
 			ev.Final = final
 			ev.Metadata = map[string]any{a2amap.MetaTask: map[string]any{"endpoint": a.jid.String(), "taskId": taskID, "revision": last, "manifestVersion": a.version}}

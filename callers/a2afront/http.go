@@ -24,11 +24,16 @@ var ErrNoBearer = errors.New("a2a front: a bearer token is required")
 // Handler serves the front:
 //
 //	GET  /agents                                    the cards of every visible agent
+//	GET  /jwks.json                                 the public key the cards are signed with
 //	GET  /agents/{jid}/.well-known/agent-card.json  one agent's card
-//	POST /agents/{jid}                              its A2A JSON-RPC interface
+//	POST /agents/{jid}                              its A2A JSON-RPC interface (0.3 and 1.0)
+//	     /agents/{jid}/rest/...                     its A2A HTTP+JSON interface (1.0 and 0.3)
 //
-// Every request must carry the bearer token: the front acts as one XMPP
-// account. Bodies are bounded by Options.MaxRequestBytes.
+// The version is the request's A2A-Version header (or query parameter):
+// empty or 0.3 is A2A 0.3, 1.0 is A2A 1.0, anything else is answered
+// VersionNotSupportedError (A2A 1.0 §3.6). Every request must carry the
+// bearer token: the front acts as one XMPP account. Bodies are bounded by
+// Options.MaxRequestBytes.
 func (f *Front) Handler(bearer string) (http.Handler, error) {
 	if bearer == "" {
 		return nil, ErrNoBearer
@@ -42,6 +47,14 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 		}
 		writeJSON(w, map[string]any{"agents": cards})
 	})
+	mux.HandleFunc("GET /jwks.json", func(w http.ResponseWriter, r *http.Request) {
+		if f.opts.CardSigner == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(f.opts.CardSigner.JWKS())
+	})
 	mux.HandleFunc("GET /agents/{jid}/.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
 		bare, ok := agentJID(r)
 		if !ok {
@@ -54,12 +67,29 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			http.NotFound(w, r)
 			return
 		}
-		writeJSON(w, a.card)
+		// One URL, two shapes: the 1.0 card to a 1.0 client, the 0.3 card
+		// with the 1.0 fields beside it to everyone else.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Add("Vary", "A2A-Version")
+		if requestVersion(r) == version10 && len(a.card10) > 0 {
+			_, _ = w.Write(a.card10)
+			return
+		}
+		_, _ = w.Write(a.cardJSON)
 	})
 	mux.HandleFunc("POST /agents/{jid}", func(w http.ResponseWriter, r *http.Request) {
 		bare, ok := agentJID(r)
 		if !ok {
 			http.NotFound(w, r)
+			return
+		}
+		switch requestVersion(r) {
+		case version03:
+		case version10:
+			f.serveJSONRPC10(w, r, bare)
+			return
+		default:
+			rpcError(w, nil, codeVersionNotSupported, "version not supported: this agent speaks A2A 0.3 and 1.0 (A2A-Version header)")
 			return
 		}
 		body, method, ok := f.screen(w, r)
@@ -78,6 +108,14 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 			return
 		}
 		a2asrv.NewJSONRPCHandler(handler{f: f, bare: bare}).ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/agents/{jid}/rest/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		bare, ok := agentJID(r)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f.serveREST(w, r, bare)
 	})
 	return httpauth.Bearer(bearer, "agentgw-a2a", mux), nil
 }
@@ -227,6 +265,10 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 	h, err := f.Handler(bearer)
 	if err != nil {
 		return err
+	}
+	f.ctx = ctx
+	if f.push != nil {
+		go f.push.run(ctx)
 	}
 	go func() {
 		if err := f.Refresh(ctx); err != nil && ctx.Err() == nil {

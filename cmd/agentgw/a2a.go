@@ -4,19 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
+	"strings"
 	"time"
 
+	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/callers/a2afront"
 )
 
 func init() {
-	register(command{name: "a2a", summary: "serve the account's XMPP agents as A2A agents over HTTP (A2A 0.3.0, JSON-RPC)", run: runA2A})
+	register(command{name: "a2a", summary: "serve the account's XMPP agents as A2A agents over HTTP (A2A 1.0 and 0.3; JSON-RPC and HTTP+JSON)", run: runA2A})
 }
 
 func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH] [--gateway JID]... [--public-url URL]\n\n"+
 		"Each agent the account can see gets an Agent Card at /agents/{jid}/.well-known/agent-card.json and a\n"+
-		"JSON-RPC interface at /agents/{jid}; GET /agents lists the cards. Every request needs the bearer token.", stdout)
+		"JSON-RPC interface at /agents/{jid} and an HTTP+JSON one under /agents/{jid}/rest (A2A 1.0 with the header\n"+
+		"A2A-Version: 1.0, 0.3 without); GET /agents lists the cards. Every request needs the bearer token.", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve HTTP on ADDR (host:port); required")
 	bf := addBearerFlags(fs)
@@ -25,6 +29,10 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
 	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long tasks/cancel waits for the XMPP task to settle")
 	maxBody := fs.Int64("max-request-bytes", 1<<20, "largest JSON-RPC request body accepted")
+	pushOn := fs.Bool("push", false, "offer push notifications (delivered at least once while agentgw a2a runs; the outbox is in memory)")
+	pushAllow := fs.String("push-allow", "", "comma-separated address prefixes push targets may resolve to although not public (e.g. 127.0.0.1/32); default none")
+	pushTimeout := fs.Duration("push-timeout", 10*time.Second, "bound of one push delivery attempt")
+	cardKey := fs.String("card-key-file", "", "PEM ECDSA P-256 private key the agent cards are signed with (ES256); default: a key generated at start")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -48,6 +56,29 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = "http://" + ln.Addr().String()
 	}
 
+	var allow []netip.Prefix
+	for _, p := range strings.Split(*pushAllow, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pre, err := netip.ParsePrefix(p)
+		if err != nil {
+			return usagef("--push-allow: %q is not an address prefix", p)
+		}
+		allow = append(allow, pre)
+	}
+	if *pushTimeout <= 0 {
+		return usagef("--push-timeout must be positive")
+	}
+	key, err := cardsig.LoadOrGenerate(*cardKey)
+	if err != nil {
+		return err
+	}
+	signer, err := cardsig.NewSigner(key, base+"/jwks.json")
+	if err != nil {
+		return err
+	}
+
 	s, gws, log, err := cf.connectFront(ctx, stderr)
 	if err != nil {
 		return err
@@ -56,6 +87,8 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f, err := a2afront.New(s.client, a2afront.Options{
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
+		CardSigner: signer,
+		Push:       a2afront.PushOptions{Enabled: *pushOn, Allow: allow, Timeout: *pushTimeout},
 	})
 	if err != nil {
 		return err
@@ -73,6 +106,11 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if bearerPath != "" {
 		fmt.Fprintf(stderr, "agentgw a2a: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
 	}
+	keySource := "a key generated at start"
+	if *cardKey != "" {
+		keySource = "the key in --card-key-file"
+	}
+	fmt.Fprintf(stderr, "agentgw a2a: cards signed (ES256, kid %s) with %s; public key at %s/jwks.json\n", signer.KeyID(), keySource, base)
 	fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents as %s\n", base, s.conn.JID().Bare())
 	err = f.Serve(ctx, ln, bearer)
 	select {

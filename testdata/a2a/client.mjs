@@ -1,16 +1,40 @@
-// A2A client driven by a JSON plan, with the official JS SDK's v0.3
-// JSON-RPC transport (@a2a-js/sdk 1.3.0). It prints one JSON object:
+// A2A client driven by a JSON plan, with the official JS SDK
+// (@a2a-js/sdk 1.3.0): its v0.3 JSON-RPC transport by default, or, with
+// plan.proto "1.0-jsonrpc" / "1.0-rest", a 1.0 Client the SDK's
+// ClientFactory makes from the agent's card (it picks the card's 1.0
+// interface of that binding and sends A2A-Version: 1.0); "0.3-rest" is
+// the v0.3 HTTP+JSON transport. It prints one JSON object:
 // {"steps":[...]} with each step's outcome, or {"fatal":{...}}.
 // Used by a2abridge/front's end-to-end tests and benchmarks.
-import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
-import { TaskState, Role, taskStateToJSON } from '@a2a-js/sdk';
+import { LegacyJsonRpcTransport, LegacyRestTransport } from '@a2a-js/sdk/compat/v0_3/client';
+import { ClientFactory, JsonRpcTransportFactory, RestTransportFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
+import { TaskState, Role, taskStateToJSON, verifyAgentCardSignature } from '@a2a-js/sdk';
+import * as jose from 'jose';
 
+// The SDK's verifier logs failed entries with console.debug: keep stdout
+// for the result.
+console.debug = (...a) => console.error(...a);
 const plan = JSON.parse(process.argv[2]);
 const auth = { Authorization: 'Bearer ' + plan.bearer };
 const fetchImpl = (url, init = {}) => fetch(url, { ...init, headers: { ...(init.headers || {}), ...auth } });
 
-function transport(jid) {
-  return new LegacyJsonRpcTransport({ endpoint: plan.base + '/agents/' + encodeURIComponent(jid), fetchImpl });
+const proto = plan.proto || '0.3';
+const clients = new Map();
+async function transport(jid) {
+  const endpoint = plan.base + '/agents/' + encodeURIComponent(jid);
+  if (proto === '0.3') return new LegacyJsonRpcTransport({ endpoint, fetchImpl });
+  if (proto === '0.3-rest') return new LegacyRestTransport({ endpoint: endpoint + '/rest', fetchImpl });
+  if (!clients.has(jid)) {
+    const factory = new ClientFactory({
+      transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+      preferredTransports: [proto === '1.0-rest' ? 'HTTP+JSON' : 'JSONRPC'],
+    });
+    const client = await factory.createFromUrl(endpoint + '/.well-known/agent-card.json', '');
+    if (client.protocolVersion !== '1.0') throw new Error('the factory chose protocol ' + client.protocolVersion);
+    clients.set(jid, client);
+  }
+  return clients.get(jid);
 }
 
 function parts(step) {
@@ -24,7 +48,7 @@ function request(step, taskId) {
   const md = step.skill ? { 'agentgw/skill': step.skill } : undefined;
   return {
     tenant: '',
-    message: { messageId: step.messageId || crypto.randomUUID(), contextId: '', taskId: taskId || '', role: Role.ROLE_USER, parts: parts(step), metadata: md, extensions: [], referenceTaskIds: [] },
+    message: { messageId: step.messageId || crypto.randomUUID(), contextId: step.contextId || '', taskId: taskId || '', role: Role.ROLE_USER, parts: parts(step), metadata: md, extensions: [], referenceTaskIds: [] },
     configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: step.blocking === false },
     metadata: undefined,
   };
@@ -88,7 +112,7 @@ async function run(step) {
       return { status: r.status, body: r.status === 200 ? await r.json() : await r.text() };
     }
     case 'send': {
-      const r = await transport(step.jid).sendMessage(request(step, taskId));
+      const r = await (await transport(step.jid)).sendMessage(request(step, taskId));
       // The SDK returns the Task (or a Message) itself.
       if (r.payload?.$case === 'task') return { task: taskJSON(r.payload.value) };
       if (r.id && r.status) return { task: taskJSON(r) };
@@ -96,33 +120,59 @@ async function run(step) {
     }
     case 'stream': {
       const out = { events: [] };
-      await collect(transport(step.jid).sendMessageStream(request(step, taskId)), step, out);
+      await collect((await transport(step.jid)).sendMessageStream(request(step, taskId)), step, out);
       return out;
     }
     case 'resubscribe': {
       const out = { events: [] };
-      await collect(transport(step.jid).resubscribeTask({ tenant: '', id: taskId }), step, out);
+      await collect((await transport(step.jid)).resubscribeTask({ tenant: '', id: taskId }), step, out);
       return out;
     }
     case 'get':
-      return { task: taskJSON(await transport(step.jid).getTask({ tenant: '', id: taskId })) };
+      return { task: taskJSON(await (await transport(step.jid)).getTask({ tenant: '', id: taskId })) };
+    case 'verifycard': {
+      // The card as a 1.0 client gets it, verified with the SDK's
+      // verifier against the front's JWKS (kid from the protected header).
+      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid) + '/.well-known/agent-card.json', { headers: { 'A2A-Version': step.version || '1.0' } });
+      const card = await r.json();
+      if (step.tamper) card.description = (card.description || '') + ' (tampered)';
+      const jwks = await (await fetchImpl(plan.base + '/jwks.json')).json();
+      try {
+        await verifyAgentCardSignature(async (kid) => jose.importJWK(jwks.keys.find((k) => k.kid === kid), 'ES256'))(card);
+        return { verified: true, signatures: card.signatures.length };
+      } catch (e) {
+        return { verified: false, reason: String(e.message || e) };
+      }
+    }
+    case 'pushcreate': {
+      const c = await (await transport(step.jid)).createTaskPushNotificationConfig({ tenant: '', id: step.configId || 'cfg-1', taskId, url: step.url, token: step.token || '', authentication: undefined });
+      return { push: { id: c.id, url: c.url, taskId: c.taskId } };
+    }
+    case 'pushlist': {
+      const r = await (await transport(step.jid)).listTaskPushNotificationConfig({ tenant: '', taskId, pageSize: 0, pageToken: '' });
+      return { push: { n: (r.configs || []).length } };
+    }
+    case 'list': {
+      const r = await (await transport(step.jid)).listTasks({ tenant: '', contextId: step.contextId || '', status: 0, pageSize: step.pageSize || 0, pageToken: step.pageToken || '', historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: !!step.includeArtifacts });
+      return { list: { tasks: (r.tasks || []).map(taskJSON), nextPageToken: r.nextPageToken, pageSize: r.pageSize, totalSize: r.totalSize } };
+    }
     case 'cancel':
-      return { task: taskJSON(await transport(step.jid).cancelTask({ tenant: '', id: taskId, metadata: undefined })) };
+      return { task: taskJSON(await (await transport(step.jid)).cancelTask({ tenant: '', id: taskId, metadata: undefined })) };
     case 'bench': {
       const lat = [];
       for (let i = 0; i < (step.warmup || 0); i++) {
-        await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));
+        await (await transport(step.jid)).sendMessage(request({ ...step, messageId: undefined }));
       }
       for (let i = 0; i < step.n; i++) {
         const t0 = performance.now();
-        await transport(step.jid).sendMessage(request({ ...step, messageId: undefined }));
+        await (await transport(step.jid)).sendMessage(request({ ...step, messageId: undefined }));
         lat.push(performance.now() - t0);
       }
       lat.sort((a, b) => a - b);
       return { n: lat.length, p50: lat[Math.floor(lat.length * 0.5)], p99: lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))] };
     }
     case 'raw': {
-      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid), { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: step.body });
+      const r = await fetchImpl(plan.base + '/agents/' + encodeURIComponent(step.jid) + (step.path || ''), { method: step.method || 'POST', headers: { 'Content-Type': 'application/json', ...(step.headers || {}) }, body: step.body });
       return { status: r.status, body: await r.text() };
     }
   }

@@ -66,8 +66,7 @@ async def scenario(x):
     with check("a2a-cancel"):
         tid, _ = await t.invoke("long", {"text": "go"})
         await x.wait_event(tid, lambda e: e["type"] == "progress", "progress")
-        st = await t.state(tid)
-        await x.result("set", t.ep, cancel_el(tid, int(st.get("revision")), "stop"), q(TASK, "cancel-accepted"))
+        await cancel_at_current(x, t, tid)
         ev = await t.terminal(tid)
         expect(ev["type"] == "cancelled", "cancel settled %s", ev["type"])
         emit("a2a-cancel", task=tid, reason=ev["payload"].get("reason"))
@@ -75,11 +74,23 @@ async def scenario(x):
     with check("a2a-cancel-ignored"):
         tid, _ = await t.invoke("stuck", {"text": "go"})
         await x.wait_event(tid, lambda e: e["type"] == "progress", "progress")
-        st = await t.state(tid)
-        await x.result("set", t.ep, cancel_el(tid, int(st.get("revision")), "stop"), q(TASK, "cancel-accepted"))
+        await cancel_at_current(x, t, tid)
         ev = await t.terminal(tid, timeout=40)
         expect(ev["type"] == "cancelled", "stuck settled %s", ev["type"])
         emit("a2a-cancel-ignored", task=tid, reason=ev["payload"].get("reason"))
+
+
+async def cancel_at_current(x, t, tid):
+    """Cancels at the current revision, reading it again when a progress
+    update commits between the read and the cancel (conflict)."""
+    for attempt in range(10):
+        st = await t.state(tid)
+        try:
+            await x.result("set", t.ep, cancel_el(tid, int(st.get("revision")), "stop"), q(TASK, "cancel-accepted"))
+            return
+        except Exception as e:  # noqa: BLE001
+            if "conflict" not in str(e) or attempt == 9:
+                raise
 
 
 if __name__ == "__main__":

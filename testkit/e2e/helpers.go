@@ -41,6 +41,10 @@ type a2aAgent struct {
 	URL  string
 	Mu   sync.Mutex
 	exec map[string]int // skill → executions
+	// tasks are the agent's task ids by skill, in execution order.
+	tasks map[string][]string
+	// JWK is the public key the agent signs its card with ("sign").
+	JWK string
 	// traceparents are the W3C trace contexts received on /rpc.
 	Traceparents []string
 }
@@ -49,6 +53,14 @@ func (a *a2aAgent) Count(skill string) int {
 	a.Mu.Lock()
 	defer a.Mu.Unlock()
 	return a.exec[skill]
+}
+
+// Tasks are the agent's task ids of a skill's executions ("cancel": the
+// tasks its executor was asked to cancel).
+func (a *a2aAgent) Tasks(skill string) []string {
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	return append([]string(nil), a.tasks[skill]...)
 }
 
 func StartA2AAgent(t *testing.T, opts string) *a2aAgent {
@@ -78,7 +90,7 @@ func StartA2AScript(t *testing.T, script, opts string) *a2aAgent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	a := &a2aAgent{exec: map[string]int{}}
+	a := &a2aAgent{exec: map[string]int{}, tasks: map[string][]string{}}
 	port := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -87,6 +99,10 @@ func StartA2AScript(t *testing.T, script, opts string) *a2aAgent {
 			switch {
 			case len(f) == 2 && f[0] == "listening":
 				port <- f[1]
+			case len(f) == 2 && f[0] == "jwk":
+				a.Mu.Lock()
+				a.JWK = f[1]
+				a.Mu.Unlock()
 			case len(f) == 2 && f[0] == "traceparent":
 				a.Mu.Lock()
 				a.Traceparents = append(a.Traceparents, f[1])
@@ -94,6 +110,9 @@ func StartA2AScript(t *testing.T, script, opts string) *a2aAgent {
 			case len(f) >= 2 && f[0] == "exec":
 				a.Mu.Lock()
 				a.exec[f[1]]++
+				if len(f) >= 3 {
+					a.tasks[f[1]] = append(a.tasks[f[1]], f[2])
+				}
 				a.Mu.Unlock()
 			}
 		}

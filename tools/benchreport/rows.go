@@ -481,6 +481,14 @@ func Rows() []Row {
 			Figure: m(gwt, "BenchmarkRecovery", "state-p99-ms")},
 		{ID: "rec-unsettled", Scenario: "Recovery: tasks still unsettled once ready (all 10,000 must be settled interrupted)",
 			Figure: m(gwt, "BenchmarkRecovery", "unsettled-after")},
+
+		// A2A 1.0 against 0.3 through the front (issue 31).
+		{ID: "a2a10-jsonrpc-p50", Scenario: "A2A 1.0 JSON-RPC echo through `agentgw a2a` (JS SDK 1.3.0 Client), blocking send p50",
+			Figure: m("callers/a2afront", "BenchmarkA2AEcho10Vs03", "v10-jsonrpc-p50-ms"), Baseline: mp("callers/a2afront", "BenchmarkA2AEcho10Vs03", "v03-p50-ms"),
+			BaseNote: "the same echo from the JS SDK's 0.3 JSON-RPC transport, same run"},
+		{ID: "a2a10-rest-p50", Scenario: "A2A 1.0 HTTP+JSON echo through `agentgw a2a`, blocking send p50",
+			Figure: m("callers/a2afront", "BenchmarkA2AEcho10Vs03", "v10-rest-p50-ms"), Baseline: mp("callers/a2afront", "BenchmarkA2AEcho10Vs03", "v03-p50-ms"),
+			BaseNote: "the same echo from the JS SDK's 0.3 JSON-RPC transport, same run"},
 	}, stageRows()...)
 }
 

@@ -2,14 +2,18 @@ package cluster
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/pgharness"
+	"github.com/agentgw/agentgw/testkit/porttest"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
@@ -61,6 +65,37 @@ level = "info"
 `, e.Domain, srv.ComponentAddr, pingSeconds, dsnFile, name, clusterLease, extra)
 }
 
+// iqAnswerMetrics reads agentgw_component_iq_answers_total by path from a
+// member's /metrics.
+func iqAnswerMetrics(t *testing.T, addr string) (forwarded, relayed, dropped float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics of %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "agentgw_component_iq_answers_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(line, `path="forwarded"`):
+			forwarded = v
+		case strings.Contains(line, `path="relayed"`):
+			relayed = v
+		case strings.Contains(line, `path="dropped"`):
+			dropped = v
+		}
+	}
+	return forwarded, relayed, dropped
+}
+
 // TestClusterIdleKeepalive: three idle members on one component domain,
 // pinging after 5 s without traffic, must never drop their streams.
 func TestClusterIdleKeepalive(t *testing.T) {
@@ -73,11 +108,17 @@ func TestClusterIdleKeepalive(t *testing.T) {
 	if err := os.WriteFile(dsn, []byte(pg.NewDatabase(t)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procs := map[string]*e2e.Proc{}
+	procs, metricsAddr := map[string]*e2e.Proc{}, map[string]string{}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("gw-%d", i)
 		path := filepath.Join(e.Dir, name+".toml")
-		if err := os.WriteFile(path, []byte(idleMemberConfig(e, srv, "dsn", name, 5, "")), 0o600); err != nil {
+		addr, err := porttest.Addr("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsAddr[name] = addr
+		extra := fmt.Sprintf("allow_multiple = true\n\n[metrics]\nlisten = %q\n", addr)
+		if err := os.WriteFile(path, []byte(idleMemberConfig(e, srv, "dsn", name, 5, extra)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		procs[name] = e.ServeConfig(name, path)
@@ -112,6 +153,17 @@ wait:
 	}
 	per, total := count()
 	t.Logf("idle %v, 3 members, 5 s ping: %d reconnects %v", time.Since(start).Round(time.Second), total, per)
+	// The keepalive held because the pings' answers reached the members
+	// that sent them, about two in three forwarded by another member.
+	relayed := 0.0
+	for name, addr := range metricsAddr {
+		f, r, d := iqAnswerMetrics(t, addr)
+		t.Logf("%s: IQ answers forwarded %v, relayed in %v, dropped %v", name, f, r, d)
+		relayed += r
+	}
+	if relayed == 0 {
+		t.Errorf("no keepalive answer was relayed between members: the test did not exercise the relay")
+	}
 	if total != 0 {
 		for name, p := range procs {
 			if per[name] > 0 {

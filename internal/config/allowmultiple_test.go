@@ -5,7 +5,7 @@ import "testing"
 func TestClusterAllowMultiple(t *testing.T) {
 	base := "[xmpp]\ncomponent_domain = \"agents.example.test\"\nserver = \"127.0.0.1:5347\"\nsecret_env = \"S\"\n"
 	for text, want := range map[string]bool{
-		"": true,
+		"":                                    true,
 		"[cluster]\nallow_multiple = true\n":  true,
 		"[cluster]\nallow_multiple = false\n": false,
 	} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/pgharness"
 	"github.com/agentgw/agentgw/testkit/porttest"
@@ -96,19 +97,23 @@ func iqAnswerMetrics(t *testing.T, addr string) (forwarded, relayed, dropped flo
 	return forwarded, relayed, dropped
 }
 
-// TestClusterIdleKeepalive: three idle members on one component domain,
-// pinging after 5 s without traffic, must never drop their streams.
-func TestClusterIdleKeepalive(t *testing.T) {
-	t.Parallel()
-	idle := idleDuration(t)
+// idleCluster is three `agentgw serve` members of one component domain on
+// ejabberd and one PostgreSQL, pinging after 5 s without traffic.
+type idleCluster struct {
+	e       *e2e.Env
+	procs   map[string]*e2e.Proc
+	configs map[string]string
+	metrics map[string]string // member -> its /metrics address
+}
+
+func startIdleCluster(t *testing.T) *idleCluster {
 	pg := pgharness.Start(t)
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
 	e := e2e.Prepare(t, e2e.Options{Server: srv})
-	dsn := filepath.Join(e.Dir, "dsn")
-	if err := os.WriteFile(dsn, []byte(pg.NewDatabase(t)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Dir, "dsn"), []byte(pg.NewDatabase(t)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	procs, metricsAddr := map[string]*e2e.Proc{}, map[string]string{}
+	c := &idleCluster{e: e, procs: map[string]*e2e.Proc{}, configs: map[string]string{}, metrics: map[string]string{}}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("gw-%d", i)
 		path := filepath.Join(e.Dir, name+".toml")
@@ -116,13 +121,24 @@ func TestClusterIdleKeepalive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		metricsAddr[name] = addr
+		c.metrics[name] = addr
 		extra := fmt.Sprintf("allow_multiple = true\n\n[metrics]\nlisten = %q\n", addr)
 		if err := os.WriteFile(path, []byte(idleMemberConfig(e, srv, "dsn", name, 5, extra)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		procs[name] = e.ServeConfig(name, path)
+		c.configs[name] = path
+		c.procs[name] = e.ServeConfig(name, path)
 	}
+	return c
+}
+
+// TestClusterIdleKeepalive: three idle members on one component domain,
+// pinging after 5 s without traffic, must never drop their streams.
+func TestClusterIdleKeepalive(t *testing.T) {
+	t.Parallel()
+	idle := idleDuration(t)
+	c := startIdleCluster(t)
+	procs, metricsAddr := c.procs, c.metrics
 	start := time.Now()
 	t.Logf("three members connected; idle for %v with a 5 s ping", idle)
 	// Idle is the point: nothing to wait for but time. The members log
@@ -169,6 +185,50 @@ wait:
 			if per[name] > 0 {
 				t.Errorf("%s lost its stream %d times while idle:\n%s", name, per[name], e2e.Tail(p.Log(), 3000))
 			}
+		}
+	}
+}
+
+// TestClusterKeepaliveMemberKilled: a member killed with SIGKILL takes
+// its stream and its bus subscription with it. The survivors keep their
+// streams (answers for the dead member's pings are dropped, never
+// forwarded in a loop), and the member restarted under its name gets its
+// answers forwarded again.
+func TestClusterKeepaliveMemberKilled(t *testing.T) {
+	t.Parallel()
+	c := startIdleCluster(t)
+	relayedTo := func(name string) func() bool {
+		return func() bool { _, r, _ := iqAnswerMetrics(t, c.metrics[name]); return r > 0 }
+	}
+	for name := range c.procs {
+		testkit.WaitFor(t, 90*time.Second, name+" gets a ping answer forwarded by another member", relayedTo(name))
+	}
+	c.procs["gw-3"].Kill()
+	// Survivors keep pinging through the death: wait for three more
+	// forwarded answers each (three ping rounds at least), then require
+	// that they never reconnected.
+	before := map[string]float64{}
+	for _, name := range []string{"gw-1", "gw-2"} {
+		_, before[name], _ = iqAnswerMetrics(t, c.metrics[name])
+	}
+	for _, name := range []string{"gw-1", "gw-2"} {
+		testkit.WaitFor(t, 120*time.Second, name+" gets three more answers forwarded after the kill", func() bool {
+			_, r, _ := iqAnswerMetrics(t, c.metrics[name])
+			return r >= before[name]+3
+		})
+	}
+	for _, name := range []string{"gw-1", "gw-2"} {
+		if n := strings.Count(c.procs[name].Log(), reconnectLine); n != 0 {
+			t.Errorf("%s lost its stream %d times after gw-3 died:\n%s", name, n, e2e.Tail(c.procs[name].Log(), 3000))
+		}
+		f, r, d := iqAnswerMetrics(t, c.metrics[name])
+		t.Logf("%s: forwarded %v, relayed in %v, dropped %v", name, f, r, d)
+	}
+	c.procs["gw-3"] = c.e.ServeConfig("gw-3-again", c.configs["gw-3"])
+	testkit.WaitFor(t, 90*time.Second, "the restarted gw-3 gets a ping answer forwarded", relayedTo("gw-3"))
+	for _, name := range []string{"gw-1", "gw-2"} {
+		if n := strings.Count(c.procs[name].Log(), reconnectLine); n != 0 {
+			t.Errorf("%s lost its stream %d times", name, n)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"mellium.im/xmpp/jid"
 
+	"github.com/agentgw/agentgw/internal/clock"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
@@ -245,3 +246,45 @@ func TestHandshakeSendsAllowMultiple(t *testing.T) {
 		t.Fatalf("digest %q", got)
 	}
 }
+
+// TestSendIQTimeoutLogsOneLine: an answer that never arrives (in a
+// cluster: lost with a dead member, or dropped on the way) leaves one
+// clear log line naming the IQ, and the id the member sent is tagged.
+func TestSendIQTimeoutLogsOneLine(t *testing.T) {
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	c := newTestComponent(t, Config{IQTimeout: 5 * time.Second, Clock: fake, Logger: log, Instance: "gw-1", Relay: &memRelay{}})
+	c.pending.setOpen()
+	errc := make(chan error, 1)
+	iq := NewIQ("get", "", c.Domain(), jid.MustParse("upload.example.test"), xmltree.New("urn:xmpp:http:upload:0", "request"))
+	go func() {
+		_, err := c.SendIQ(context.Background(), iq)
+		errc <- err
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the IQ is pending", func() bool { return c.Stats().PendingIQs == 1 })
+	fake.Advance(5 * time.Second)
+	if err := <-errc; !errors.Is(err, ErrIQTimeout) {
+		t.Fatalf("got %v", err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	id := iq.AttrValue("id")
+	if idOwner(id) != "gw-1" {
+		t.Fatalf("id %q is not tagged with the instance", id)
+	}
+	if strings.Count(out, "component: no answer to an IQ in time") != 1 || !strings.Contains(out, "id="+id) ||
+		!strings.Contains(out, "urn:xmpp:http:upload:0 request") || !strings.Contains(out, "to=upload.example.test") {
+		t.Fatalf("log:\n%s", out)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -229,6 +230,29 @@ func TestClusterKeepaliveMemberKilled(t *testing.T) {
 	for _, name := range []string{"gw-1", "gw-2"} {
 		if n := strings.Count(c.procs[name].Log(), reconnectLine); n != 0 {
 			t.Errorf("%s lost its stream %d times", name, n)
+		}
+	}
+}
+
+// TestClusterDoctorPing: `agentgw doctor` run beside three live members
+// opens a session of its own on their domain; the answer to its ping lands
+// on any of the four sessions, and the members forward it to doctor over
+// the bus. Without that, about three runs in four would report that the
+// server did not answer.
+func TestClusterDoctorPing(t *testing.T) {
+	t.Parallel()
+	c := startIdleCluster(t)
+	for run := range 4 {
+		out, err := exec.Command(e2e.Binary(t), "doctor", "--config", c.configs["gw-1"]).CombinedOutput()
+		_ = err // other checks may fail on this minimal config; the ping is the point
+		line := ""
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "xmpp ping") {
+				line = l
+			}
+		}
+		if !strings.HasPrefix(line, "ok") {
+			t.Fatalf("doctor run %d beside three members: %q\n%s", run, line, out)
 		}
 	}
 }

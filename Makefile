@@ -34,7 +34,7 @@ vet:
 TEST_FLAGS ?= -p 2 -parallel 2
 E2E_FIRST ?= ./e2e/crash ./e2e/cluster ./e2e/mcp ./e2e/messaging ./e2e/a2a ./e2e/acc ./e2e/postgres
 test: $(if $(NO_DEPS),,deps) vet
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_FIRST) ./...
+	$(GO) test -count=1 -vet=off -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(E2E_FIRST) ./...
 
 deps:
 	bash scripts/install-deps.sh

@@ -18,6 +18,7 @@ import (
 )
 
 func TestRunProgressThenCompletion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -66,6 +67,7 @@ func TestRunProgressThenCompletion(t *testing.T) {
 }
 
 func TestUndeclaredToolRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.connect(e.enroll("farm"), &syncBuf{})
 	e.ready()
@@ -77,6 +79,7 @@ func TestUndeclaredToolRefused(t *testing.T) {
 }
 
 func TestEventsStagesWithoutRawOutput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.connect(e.enroll("farm"), &syncBuf{})
 	e.ready()
@@ -101,6 +104,7 @@ func TestEventsStagesWithoutRawOutput(t *testing.T) {
 }
 
 func TestOneRunPerTask(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -119,6 +123,7 @@ func TestOneRunPerTask(t *testing.T) {
 }
 
 func TestApproveDenyAndRisk(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.HighRiskApprovers = []string{"boss@example.test"} })
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -161,6 +166,7 @@ func TestApproveDenyAndRisk(t *testing.T) {
 }
 
 func TestApprovalExpiry(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.ApprovalTimeout = 300 * time.Millisecond })
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -190,6 +196,7 @@ func TestApprovalExpiry(t *testing.T) {
 }
 
 func TestCancelConfirmedAndIgnored(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -210,6 +217,7 @@ func TestCancelConfirmedAndIgnored(t *testing.T) {
 }
 
 func TestDeadlineSendsCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -226,6 +234,7 @@ func TestDeadlineSendsCancel(t *testing.T) {
 }
 
 func TestErrorCodesAndRetryPolicy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	e.connect(e.enroll("farm"), clog)
@@ -267,6 +276,7 @@ func TestErrorCodesAndRetryPolicy(t *testing.T) {
 }
 
 func TestHeartbeatLossDegradesThenUnavailable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Heartbeat = 150 * time.Millisecond })
 	e.connect(e.enroll("farm"), &syncBuf{})
 	e.ready()
@@ -285,6 +295,7 @@ func TestHeartbeatLossDegradesThenUnavailable(t *testing.T) {
 }
 
 func TestReplacementAndRevocation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	dir := e.enroll("farm")
 	l1 := &syncBuf{}
@@ -335,6 +346,7 @@ func (c *chatRec) bodies() []string {
 }
 
 func TestConverseRunsTheMessageOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	chat := &chatRec{}
 	e.agent.AttachChat(chat)
@@ -363,6 +375,7 @@ func TestConverseRunsTheMessageOnce(t *testing.T) {
 // A new capabilities message republishes the endpoint's manifest as a new
 // version; an identical one publishes nothing.
 func TestCapabilitiesRepublish(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	c, _ := e.connect(e.enroll("farm"), &syncBuf{})
 	e.ready()

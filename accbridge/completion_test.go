@@ -11,6 +11,7 @@ import (
 // (a secret outside a JSON string breaks the document) is an error, never
 // the empty result {} it used to become; a readable one is carried.
 func TestCompletionResultUnreadableIsNotEmpty(t *testing.T) {
+	t.Parallel()
 	red := backendkit.NewRedactor(nil)
 	red.Add("8675309123")
 	if r, err := completionResult(red, json.RawMessage(`{"pin":8675309123,"note":"\u0041"}`)); err == nil {

@@ -27,6 +27,7 @@ import (
 // TestAuthenticationRefusals: nothing reaches the protocol without the
 // enrolled certificate and a valid token bound to it.
 func TestAuthenticationRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	dir := e.enroll("farm")
 	other := e.enroll("other")
@@ -131,6 +132,7 @@ func TestAuthenticationRefusals(t *testing.T) {
 // TestProtocolHostility: register first and in time; bad frames get a
 // clear error without echoing; oversized frames close the socket.
 func TestProtocolHostility(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.MaxFrameBytes = 64 << 10 })
 	dir := e.enroll("farm")
 	cert, tok, id := loadCreds(t, dir)
@@ -222,6 +224,7 @@ func TestProtocolHostility(t *testing.T) {
 // TestCrossConnectorAndFinishedRuns: a connector cannot touch another
 // connector's run or a finished run, and a flood of events is coalesced.
 func TestCrossConnectorAndFinishedRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	owner, _ := e.connect(e.enroll("farm"), clog)
@@ -303,6 +306,7 @@ func TestCrossConnectorAndFinishedRuns(t *testing.T) {
 // TestTenThousandAgents: a capabilities message beyond max_agents is
 // refused whole and the previous declaration stays.
 func TestTenThousandAgents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	clog := &syncBuf{}
 	c, _ := e.connect(e.enroll("farm"), clog)
@@ -333,6 +337,7 @@ func TestTenThousandAgents(t *testing.T) {
 // its run; after it, the run fails unavailable and the returning
 // connector is sent cancel_run.
 func TestGraceAndReconcile(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Grace = 700 * time.Millisecond })
 	dir := e.enroll("farm")
 	l1 := &syncBuf{}

@@ -15,6 +15,7 @@ secret_env = "X_SECRET"
 `
 
 func TestACCDefaultsAndValidation(t *testing.T) {
+	t.Parallel()
 	c, err := bridgetest.Load(t, valid+`
 [acc]
 listen = "127.0.0.1:9443"

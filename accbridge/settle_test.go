@@ -9,6 +9,7 @@ import (
 // the gateway settled is taken (and releases the agent); another
 // connector's run, an unknown run and other frame types are not.
 func TestSettledLateFrames(t *testing.T) {
+	t.Parallel()
 	var st settled
 	st.noteEnded("r1", "conn-a", "farm\x00agent-1", true, time.Time{})
 	h := st.hold("farm\x00agent-1")

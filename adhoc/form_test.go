@@ -31,6 +31,7 @@ func fieldsByVar(fs formSpec) map[string]dataform.Field {
 }
 
 func TestBuildFormMapping(t *testing.T) {
+	t.Parallel()
 	fs := buildForm([]byte(mixedSchema))
 	if fs.whole {
 		t.Fatal("a per-property schema became one JSON field")
@@ -85,6 +86,7 @@ func TestBuildFormMapping(t *testing.T) {
 }
 
 func TestArguments(t *testing.T) {
+	t.Parallel()
 	fs := buildForm([]byte(mixedSchema))
 	got, err := fs.arguments(map[string][]string{
 		StageVar: {"start"}, "city": {"Oslo"}, "count": {"3"}, "unit": {"F"}, "hero": {"h2"},
@@ -101,6 +103,7 @@ func TestArguments(t *testing.T) {
 }
 
 func TestArgumentsHostile(t *testing.T) {
+	t.Parallel()
 	fs := buildForm([]byte(mixedSchema))
 	base := func() map[string][]string { return map[string][]string{"city": {"Oslo"}, "count": {"3"}} }
 	cases := map[string]func(m map[string][]string){
@@ -139,6 +142,7 @@ func asFormError(err error, fe **formError) bool {
 }
 
 func TestWholeFallback(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{`{"type":"object","additionalProperties":true}`, `{"oneOf":[{"type":"object"}]}`, `not json`,
 		`{"type":"object","properties":{"FORM_TYPE":{"type":"string"}}}`} {
 		fs := buildForm([]byte(s))
@@ -157,6 +161,7 @@ func TestWholeFallback(t *testing.T) {
 }
 
 func TestInputStage(t *testing.T) {
+	t.Parallel()
 	id, rev, ok := parseInputStage(inputStage("req-abcdefghijklmnopqrstuv", 7))
 	if !ok || id != "req-abcdefghijklmnopqrstuv" || rev != 7 {
 		t.Errorf("round trip: %s %d %v", id, rev, ok)
@@ -169,6 +174,7 @@ func TestInputStage(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
+	t.Parallel()
 	rep, items, ok := table([]byte(`[{"a":1,"b":"x"},{"a":2,"c":{"d":true}}]`))
 	if !ok || len(rep) != 3 || len(items) != 2 || items[1][2].Values[0] != `{"d":true}` || items[0][1].Values[0] != "x" {
 		t.Errorf("table: %v %v %v", rep, items, ok)

@@ -12,6 +12,7 @@ import (
 // an empty submit form. On a stage whose values were already taken that is
 // a refresh, never a new submission of the first stage.
 func TestEmptySubmitIsRefresh(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sid := e.start("echo", map[string]string{StageVar: "start", "message": "hi"})
 	for _, action := range []string{"next", "complete", "execute"} {
@@ -37,6 +38,7 @@ func TestEmptySubmitIsRefresh(t *testing.T) {
 // TestShortTaskCompletesAtOnce: a tool that finishes within the short wait
 // answers completed with its result in the reply to the submission.
 func TestShortTaskCompletesAtOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r, err := e.cmd(e.s, alice, "echo", "", "execute", nil)
 	if err != nil {
@@ -52,6 +54,7 @@ func TestShortTaskCompletesAtOnce(t *testing.T) {
 // TestProgressInForm: a running task's stage carries its state and
 // progress in the form's instructions, not only in a note, and the form's refresh comes back as a refresh.
 func TestProgressInForm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sid := e.start("slow", map[string]string{})
 	want := "Progress: 40% — fetch — 2 of 5."

@@ -148,6 +148,7 @@ func noteOf(r *xmltree.Element, typ string) string {
 }
 
 func TestFailureInputCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sid := e.start("fail", map[string]string{})
 	r := e.untilOn(e.s, alice, "fail", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "completed" })
@@ -210,6 +211,7 @@ func appCondition(err error) string {
 }
 
 func TestSessionLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r, err := e.cmd(e.s, alice, "echo", "", "execute", nil)
 	if err != nil {
@@ -279,6 +281,7 @@ func isCond(err error, c agentproto.Condition) bool {
 }
 
 func TestNotRunnableOrNotInvocable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if q, _ := e.s.NodeItems(alice, weather, ns.Commands); len(q.Children) != 5 {
 		t.Fatalf("alice's commands: %s", q)
@@ -308,6 +311,7 @@ func TestNotRunnableOrNotInvocable(t *testing.T) {
 // Progress notes come from the cache fed by the engine's events, and,
 // without it (a restart), once from the stored events.
 func TestProgressNotes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sid := e.start("slow", map[string]string{})
 	want := "Progress: 40% — fetch — 2 of 5."
@@ -326,6 +330,7 @@ func TestProgressNotes(t *testing.T) {
 }
 
 func TestProgressCacheBound(t *testing.T) {
+	t.Parallel()
 	c := NewProgressCache(2)
 	ev := func(id string, typ agentproto.EventType, p string) tasks.Event {
 		return tasks.Event{TaskID: id, Type: typ, Payload: []byte(p)}
@@ -355,6 +360,7 @@ func TestProgressCacheBound(t *testing.T) {
 // send cancel again instead. Before, the conflict was taken for a
 // settlement and "canceled" answered while the task ran on.
 func TestCancelRacingProgressIsNeverLost(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	backend := taskstest.New(tasks.Features{Cancel: true, Input: true})
 	reason := "stopped"

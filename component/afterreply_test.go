@@ -13,6 +13,7 @@ import (
 // so a stanza it queues follows the reply; outside an IQ handler it is
 // refused.
 func TestAfterReplyRunsAfterTheReplyIsQueued(t *testing.T) {
+	t.Parallel()
 	const ns = "urn:agentgw:test:after"
 	domain := jid.MustParse("agents.example.test")
 	r := NewRouter(domain, nil, nil)

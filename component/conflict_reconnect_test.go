@@ -15,6 +15,7 @@ import (
 // holds the domain) is retried within ConflictGrace instead of ending the
 // gateway; the component takes the domain back once it is free.
 func TestConflictOnReconnectIsRetried(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	cfg.MinBackoff, cfg.MaxBackoff = time.Second, time.Second

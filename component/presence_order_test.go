@@ -30,6 +30,7 @@ import (
 // "unavailable" for a while so that any later presence of the account that
 // were handled meanwhile (on another worker) would overtake it.
 func TestProsodyPresenceOfOneAccountInOrder(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	r := component.NewRouter(cfg.Domain, resolver{}, testLogger(t))

@@ -23,6 +23,7 @@ func (r visibilityResolver) Resolve(_, ep jid.JID) (bool, bool) {
 // the endpoint or pass the invocation check; the check runs for
 // nonexistent endpoints too, and without one the route fails closed.
 func TestAccessInvocable(t *testing.T) {
+	t.Parallel()
 	domain := jid.MustParse("agents.example.test")
 	res := visibilityResolver{"open@agents.example.test": true, "hidden@agents.example.test": false}
 	newRouter := func() *Router {

@@ -16,6 +16,7 @@ func (r existsResolver) Resolve(_, ep jid.JID) (bool, bool) { return r[ep.String
 // A rate-limited requester must get the same reply whether the addressee
 // exists or not, or the limit itself becomes an existence oracle.
 func TestLimiterRunsBeforeResolution(t *testing.T) {
+	t.Parallel()
 	domain := jid.MustParse("agents.example.test")
 	r := NewRouter(domain, existsResolver{"weather@agents.example.test": true}, nil)
 	r.HandleEndpointIQ(IQSet, "urn:x", "op", AccessExisting, IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) {

@@ -13,6 +13,7 @@ import (
 // wrong-type answer, but only after the access rule: to a requester who may
 // neither see nor invoke the endpoint it looks like a nonexistent one.
 func TestRouterWrongIQType(t *testing.T) {
+	t.Parallel()
 	domain := jid.MustParse("agents.example.test")
 	r := NewRouter(domain, visibilityResolver{"open@agents.example.test": true, "hidden@agents.example.test": false}, nil)
 	ok := IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) { return nil, nil })
@@ -49,6 +50,7 @@ func TestRouterWrongIQType(t *testing.T) {
 }
 
 func TestRouterRegistrationPanics(t *testing.T) {
+	t.Parallel()
 	ok := IQHandlerFunc(func(context.Context, IQ) (*xmltree.Element, error) { return nil, nil })
 	for name, f := range map[string]func(r *Router){
 		"twice": func(r *Router) {

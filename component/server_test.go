@@ -268,6 +268,7 @@ func checkOneReplyEach(t *testing.T, f *fixture) {
 }
 
 func TestProsodyDispatch(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, func(c *component.Config) {
 		c.MaxStanzaBytes = 8 << 10
@@ -347,6 +348,7 @@ func TestProsodyDispatch(t *testing.T) {
 }
 
 func TestProsodyKeepalive(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, func(c *component.Config) {
 		c.PingInterval = 100 * time.Millisecond
@@ -371,6 +373,7 @@ func TestProsodyKeepalive(t *testing.T) {
 // A server that stops answering (SIGSTOP) fails the keepalive ping; the
 // component drops the stream and reconnects once the server is back.
 func TestProsodyKeepaliveFailure(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, func(c *component.Config) {
 		c.PingInterval = 200 * time.Millisecond
@@ -415,6 +418,7 @@ func TestProsodyKeepaliveFailure(t *testing.T) {
 
 // A graceful server restart (system-shutdown stream error) is transient.
 func TestProsodyGracefulRestart(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -432,6 +436,7 @@ func TestProsodyGracefulRestart(t *testing.T) {
 }
 
 func TestSendAfterRunReturned(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	c := component.New(cfg, component.NewRouter(cfg.Domain, nil, nil))
@@ -462,6 +467,7 @@ func runUntilFatal(t *testing.T, cfg component.Config) (error, time.Duration) {
 }
 
 func TestProsodyWrongSecret(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	cfg.Secret = "wrong-" + srv.ComponentSecret
@@ -485,6 +491,7 @@ func TestProsodyWrongSecret(t *testing.T) {
 }
 
 func TestProsodyUnknownDomain(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
 	cfg.Domain = jid.MustParse("unknown." + srv.Domain)
@@ -499,6 +506,7 @@ func TestProsodyUnknownDomain(t *testing.T) {
 // Prosody's default (component_conflict_resolve = "kick_new") refuses the
 // second session with conflict and keeps the first.
 func TestProsodyConflict(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, nil)
 	err, _ := runUntilFatal(t, componentConfig(t, srv))
@@ -521,6 +529,7 @@ func TestProsodyConflict(t *testing.T) {
 // restart the component reconnects, serves again, and sends what was queued
 // meanwhile.
 func TestProsodyKillAndRestart(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	f := startFixture(t, srv, func(c *component.Config) { c.IQTimeout = 10 * time.Minute })
 	d := f.domain.String()
@@ -582,6 +591,7 @@ func TestProsodyKillAndRestart(t *testing.T) {
 }
 
 func TestEjabberdDispatch(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
 	f := startFixture(t, srv, nil)
 	checkDispatch(t, f)
@@ -589,6 +599,7 @@ func TestEjabberdDispatch(t *testing.T) {
 }
 
 func TestEjabberdWrongSecret(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
 	cfg := componentConfig(t, srv)
 	cfg.Secret = "wrong-" + srv.ComponentSecret

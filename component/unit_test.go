@@ -16,6 +16,7 @@ import (
 )
 
 func TestParentDomain(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"agents.example.test": "example.test",
 		"a.b":                 "b",
@@ -28,6 +29,7 @@ func TestParentDomain(t *testing.T) {
 }
 
 func TestPendingCorrelation(t *testing.T) {
+	t.Parallel()
 	domain, server := jid.MustParse("agents.example.test"), jid.MustParse("example.test")
 	tab := newPendingTable(domain, server)
 	if _, err := tab.register("x", server); !errors.Is(err, ErrNotConnected) {
@@ -91,6 +93,7 @@ func TestPendingCorrelation(t *testing.T) {
 }
 
 func TestParseStanzaErrorKeepsNoRemoteText(t *testing.T) {
+	t.Parallel()
 	el, err := xmltree.Parse([]byte(`<iq xmlns="jabber:component:accept" type="error" id="1"><error type="auth"><forbidden xmlns="urn:ietf:params:xml:ns:xmpp-stanzas"/><text xmlns="urn:ietf:params:xml:ns:xmpp-stanzas">&lt;script&gt;</text></error></iq>`), xmltree.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +112,7 @@ func TestParseStanzaErrorKeepsNoRemoteText(t *testing.T) {
 }
 
 func TestClassifyFatalStreamErrors(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-value"
 	c := newTestComponent(t, Config{Secret: secret})
 	for _, cond := range []string{"conflict", "not-authorized", "host-unknown"} {
@@ -137,6 +141,7 @@ func newTestComponent(t *testing.T, cfg Config) *Component {
 }
 
 func TestSendChecksAndQueueBound(t *testing.T) {
+	t.Parallel()
 	c := newTestComponent(t, Config{QueueSize: 2})
 	ctx := context.Background()
 	alice := jid.MustParse("alice@example.test")
@@ -178,6 +183,7 @@ func TestSendChecksAndQueueBound(t *testing.T) {
 }
 
 func TestSendIQTimeoutOnFakeClock(t *testing.T) {
+	t.Parallel()
 	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := newTestComponent(t, Config{IQTimeout: 5 * time.Second, Clock: fake})
 	c.pending.setOpen()
@@ -209,6 +215,7 @@ func TestSendIQTimeoutOnFakeClock(t *testing.T) {
 }
 
 func TestSendIQStreamLost(t *testing.T) {
+	t.Parallel()
 	c := newTestComponent(t, Config{})
 	c.pending.setOpen()
 	errc := make(chan error, 1)
@@ -231,6 +238,7 @@ func TestSendIQStreamLost(t *testing.T) {
 }
 
 func TestNewRegistersPingAndPanicsOnDomainMismatch(t *testing.T) {
+	t.Parallel()
 	r := NewRouter(jid.MustParse("agents.example.test"), nil, nil)
 	New(Config{Addr: "x"}, r)
 	reply := r.DispatchIQ(context.Background(), IQ{

@@ -21,6 +21,7 @@ import (
 // give a tool-less manifest; after form authentication the tools appear,
 // with the reserved channel argument removed and the Card facts carried.
 func TestDiscoveryToManifest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	v := e.waitTools(0)
@@ -79,6 +80,7 @@ func TestDiscoveryToManifest(t *testing.T) {
 }
 
 func TestEcho(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start(nil)
 	e.authForm()
@@ -109,6 +111,7 @@ func TestEcho(t *testing.T) {
 }
 
 func TestSlowToolProgress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start(nil)
 	e.authForm()
@@ -137,6 +140,7 @@ func TestSlowToolProgress(t *testing.T) {
 }
 
 func TestFailingTool(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start(nil)
 	e.authForm()
@@ -154,6 +158,7 @@ func TestFailingTool(t *testing.T) {
 // flow succeeds; a wrong secret binds nothing; the binding survives a
 // gateway restart and the channel is reopened by its persisted id.
 func TestFormAuthBindsChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.waitTools(0)
@@ -237,6 +242,7 @@ func TestFormAuthBindsChannel(t *testing.T) {
 }
 
 func TestQRAuthAndCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.waitTools(0)
@@ -314,6 +320,7 @@ func TestQRAuthAndCancel(t *testing.T) {
 // TestRestartMidCall: the connector restarts during a slow call; the call
 // fails unavailable (retryable), is never re-sent, and the channel comes back.
 func TestRestartMidCall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -360,6 +367,7 @@ func TestRestartMidCall(t *testing.T) {
 }
 
 func TestCancellationDiscardsLateAck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -386,6 +394,7 @@ func TestCancellationDiscardsLateAck(t *testing.T) {
 }
 
 func TestToolBecomesUnavailable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -411,6 +420,7 @@ func TestToolBecomesUnavailable(t *testing.T) {
 }
 
 func TestHealthStatesAndCardRefetch(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -460,6 +470,7 @@ func TestHealthStatesAndCardRefetch(t *testing.T) {
 }
 
 func TestWrongAPIKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(func(o *Options) { o.APIKey = "sk-wrong-key-000" })
 	testkit.WaitFor(t, 5*time.Second, "unauthorized", func() bool { return b.Client().HealthState() == HealthUnauthorized })
@@ -480,6 +491,7 @@ func TestWrongAPIKey(t *testing.T) {
 }
 
 func TestLeaseExpiryReplacesRuntime(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -508,6 +520,7 @@ func TestLeaseExpiryReplacesRuntime(t *testing.T) {
 }
 
 func TestPingPongBothWays(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(so *connectortest.Options, _ *Options) { so.PingInterval = 30 * time.Millisecond })
 	b := e.start(func(o *Options) { o.PingInterval = 30 * time.Millisecond })
 	testkit.WaitFor(t, 5*time.Second, "pongs to the connector's pings", func() bool { return e.srv.Pongs() >= 3 })
@@ -521,6 +534,7 @@ func TestPingPongBothWays(t *testing.T) {
 }
 
 func TestPathPrefixAndNoSkill(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(so *connectortest.Options, _ *Options) {
 		so.PathPrefix = "/deep/prefix"
 		so.NoSkill = true
@@ -536,6 +550,7 @@ func TestPathPrefixAndNoSkill(t *testing.T) {
 }
 
 func TestOneConnectionPerCard(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.start(nil)
 	e.waitTools(0)
@@ -553,6 +568,7 @@ func TestOneConnectionPerCard(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{
 		{Endpoint: "a@b", BaseURL: "http://u:p@host"},
 		{Endpoint: "a@b", BaseURL: "http://host/?x"},
@@ -566,6 +582,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestIncompatibleProtocolGoesOffline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -582,6 +599,7 @@ func TestIncompatibleProtocolGoesOffline(t *testing.T) {
 }
 
 func TestErrorPacketFailsCall(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -599,6 +617,7 @@ func TestErrorPacketFailsCall(t *testing.T) {
 // the connector keeps running: it has no tool cancellation) must not have
 // it shown on another caller's call of the same tool.
 func TestProgressRoutedByRequestOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()
@@ -664,6 +683,7 @@ func (g *gatedAvailability) SetAvailable(endpoint string, up bool) {
 // TestCloseNotUndoneByProjection: a projection that read "up" before Close
 // must not mark the agent available after Close marked it down.
 func TestCloseNotUndoneByProjection(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	g := &gatedAvailability{held: make(chan struct{}), gate: make(chan struct{}), done: make(chan struct{})}
 	var release sync.Once

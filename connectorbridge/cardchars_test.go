@@ -15,6 +15,7 @@ import (
 // intact. Before, the directory refused it and the endpoint could never be
 // published.
 func TestCardControlCharacterIsPublishable(t *testing.T) {
+	t.Parallel()
 	card := bytes.Replace(connectortest.DefaultCard,
 		[]byte(`"description": "Reference xAgent Connector Server`), []byte(`"description": "Reference\u001f xAgent Connector Server`), 1)
 	card = bytes.Replace(card, []byte(`"description": "Returns the text it was given."`), []byte(`"description": "Returns\u0001 the text it was given."`), 1)

@@ -176,6 +176,7 @@ func fetch(t *testing.T, u string) []byte {
 }
 
 func TestChatInboundReachesInboxWithFile(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
 	data := []byte("\x89PNG fake image bytes " + strings.Repeat("x", 5000))
@@ -221,6 +222,7 @@ func TestChatInboundReachesInboxWithFile(t *testing.T) {
 }
 
 func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
 	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_bob", Text: "ping"})
@@ -272,6 +274,7 @@ func TestChatReplyReachesIMWithFileAndReceipt(t *testing.T) {
 }
 
 func TestChatRefusesOthersAndOversize(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
 	ch := b.Client().ChannelID()
@@ -299,6 +302,7 @@ func TestChatRefusesOthersAndOversize(t *testing.T) {
 }
 
 func TestChatHostileFiles(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	other := newFileHost(t)
 	offHost := other.put("/evil.bin", []byte("not for you"))
@@ -350,6 +354,7 @@ func TestChatHostileFiles(t *testing.T) {
 }
 
 func TestChatFloodIsBounded(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	e.startChat(true, func(o *Options) { o.ChatLimits.Burst, o.ChatLimits.PerMinute = 5, 1 })
 	for i := 0; i < 20; i++ {
@@ -379,6 +384,7 @@ func TestChatFloodIsBounded(t *testing.T) {
 }
 
 func TestChatSurvivesGatewayRestart(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	// First gateway: no XMPP side attached, so the message is accepted
 	// (durable, acked) but not delivered.
@@ -415,6 +421,7 @@ func TestChatSurvivesGatewayRestart(t *testing.T) {
 }
 
 func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
 	ch := b.Client().ChannelID()
@@ -434,6 +441,7 @@ func TestChatOutboundSurvivesConnectorRestart(t *testing.T) {
 
 // A maximal message of characters JSON would escape still fits the queue.
 func TestChatMaximalEscapableText(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	e.startChat(true, nil)
 	text := strings.Repeat("<&>", (64<<10)/3)
@@ -447,6 +455,7 @@ func TestChatMaximalEscapableText(t *testing.T) {
 // A refusal that says "retry later" carries error.retryable, so a
 // connector can tell it from a final one without knowing the codes.
 func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	e.startChat(true, func(o *Options) { o.ChatLimits.Burst, o.ChatLimits.PerMinute = 1, 1 })
 	e.srv.InjectMessage(connectortest.IMMessage{Conversation: "conv_r", MessageID: "r_0", Text: "first"})
@@ -480,6 +489,7 @@ func TestChatRetryLaterRefusalsAreMarked(t *testing.T) {
 // inbox is back and then sent again; one that keeps bouncing fails for
 // good after MaxBounces, and the connector is told with a final ack.
 func TestChatBouncedInboundStaysQueued(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, func(o *Options) { o.ChatLimits.MaxBounces = 3 })
 	ctx := context.Background()
@@ -550,6 +560,7 @@ func TestChatBouncedInboundStaysQueued(t *testing.T) {
 // finished silently: it waits for the data plane, and the connector gets
 // the final chat_message_undeliverable ack once it is back.
 func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
+	t.Parallel()
 	e := newChatEnv(t)
 	b := e.startChat(true, nil)
 	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "soon gone", ExpiresAt: time.Now().Add(5 * time.Second)})

@@ -26,6 +26,7 @@ func load(t *testing.T, body string) (*config.Config, error) { return bridgetest
 
 // The IM Profile v2 keys of [agents.connector].
 func TestConnectorIMKeys(t *testing.T) {
+	t.Parallel()
 	good := strings.Replace(valid, `api_key_env = "IM_KEY"`, `api_key_env = "IM_KEY"
 inbox = "alice@example.test"
 upload_service = "upload.example.test"

@@ -20,6 +20,7 @@ import (
 // with a stable code, never crash, and the bridge must recover once the
 // connector behaves again.
 func TestMisbehaviourSwitches(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		m        connectortest.Misbehaviour
@@ -89,6 +90,7 @@ func TestMisbehaviourSwitches(t *testing.T) {
 // the manifests, the results and the auth output for the API key and the
 // form secret.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	var outputs bytes.Buffer
@@ -163,6 +165,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 // real WebSocket: binary frames, wrong schemas, unknown types, inbound
 // messages; the bridge answers with error packets and keeps working.
 func TestBadPacketsNoCrash(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	b := e.start(nil)
 	e.authForm()

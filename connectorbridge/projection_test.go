@@ -16,6 +16,7 @@ import (
 )
 
 func TestReferenceCardIsValidAndMatchesTestdata(t *testing.T) {
+	t.Parallel()
 	if _, err := wire.ParseCard(connectortest.DefaultCard); err != nil {
 		t.Fatalf("reference card: %v", err)
 	}
@@ -40,6 +41,7 @@ func TestReferenceCardIsValidAndMatchesTestdata(t *testing.T) {
 }
 
 func TestStripAndInjectChannel(t *testing.T) {
+	t.Parallel()
 	card, _ := wire.ParseCard(connectortest.DefaultCard)
 	tl, _ := card.Tool("echo")
 	s, err := stripChannelArg(tl.InputSchema)
@@ -65,6 +67,7 @@ func TestStripAndInjectChannel(t *testing.T) {
 }
 
 func TestProjectionVersioning(t *testing.T) {
+	t.Parallel()
 	card, _ := wire.ParseCard(connectortest.DefaultCard)
 	o := &Options{Endpoint: "im@agents.example.test"}
 	d1, _, _ := wire.ParseDescriptor(connectortest.DescriptorJSON(nil), card, "cch_1")
@@ -117,6 +120,7 @@ func TestProjectionVersioning(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
+	t.Parallel()
 	r := backendkit.NewRedactor(nil)
 	r.Add("sk-secret")
 	r.Add("ab") // too short to scrub safely
@@ -133,6 +137,7 @@ func TestRedactor(t *testing.T) {
 }
 
 func TestBindingSchemaInvariants(t *testing.T) {
+	t.Parallel()
 	db, err := sqlite.Open(context.Background(), t.TempDir()+"/s.db")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ type residentOnly struct{ dirdb.Driver }
 // parsed manifest; each one is read back on use, exactly as registered,
 // and the cache stays within its bound while every endpoint is used.
 func TestManifestsOnDemand(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	const bound, n = 64, 200 // a small bound keeps the test quick
 	seedEndpoints(t, db, n, 2)
@@ -73,6 +74,7 @@ func TestManifestsOnDemand(t *testing.T) {
 // TestOnDemandAfterRemoval: a version removed by another process between
 // the snapshot and the read is missing, not an error.
 func TestOnDemandAfterRemoval(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	r := newRegistry(t, db)
 	const ep = "cal@agents.example"
@@ -94,6 +96,7 @@ func TestOnDemandAfterRemoval(t *testing.T) {
 // TestStoredMismatchLeftOut: rows whose bytes do not match their hash or
 // key are left out of the index at load, with a point read or without.
 func TestStoredMismatchLeftOut(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"on-demand", "resident"} {
 		t.Run(mode, func(t *testing.T) {
 			db := openDB(t)
@@ -150,6 +153,7 @@ func TestStoredMismatchLeftOut(t *testing.T) {
 // token decoder agree, including strings holding braces, quotes and
 // escapes, and a document whose first key is not "agent".
 func TestStoredAgentPaths(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		minimal("a@agents.example", "1", `,"title":"Braces } { and \"quotes\" and \\ back"`),
 		minimal("b@agents.example", "2", `,"title":"Stra\u00dfe ]]"`),

@@ -69,6 +69,7 @@ func withTool(tool string) string {
 }
 
 func TestSpecVectorManifestHash(t *testing.T) {
+	t.Parallel()
 	raw := `{"manifestSpecVersion":"0",
        "agent":{"jid":"weather@agents.example",
                 "name":"weather","version":"1.4.0"},
@@ -90,6 +91,7 @@ func TestSpecVectorManifestHash(t *testing.T) {
 }
 
 func TestSpecExampleManifest(t *testing.T) {
+	t.Parallel()
 	m, err := ParseManifest([]byte(specManifest))
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +149,7 @@ func mustValue(t testing.TB, s string) any {
 }
 
 func TestAnnotationsAbsentStayNil(t *testing.T) {
+	t.Parallel()
 	m, err := ParseManifest([]byte(withTool(`{"name":"t","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":false}}`)))
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +167,7 @@ func TestAnnotationsAbsentStayNil(t *testing.T) {
 const secret = "S3CR3T-PAYLOAD"
 
 func TestRejections(t *testing.T) {
+	t.Parallel()
 	deep := `{"manifestSpecVersion":"0","agent":{"jid":"a@b.example","name":"n","version":"1"},"tools":[{"name":"t","inputSchema":{"type":"object","x":` +
 		strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}]}`
 	huge := withTool(`{"name":"t","inputSchema":{"type":"object","description":"` + strings.Repeat(secret, 10<<20/len(secret)) + `"}}`)
@@ -247,6 +251,7 @@ func TestRejections(t *testing.T) {
 // which RFC 8785 writes them as escapes (legal XML character data). The
 // canonical bytes keep the escapes and the decoded fields the characters.
 func TestControlCharactersAccepted(t *testing.T) {
+	t.Parallel()
 	doc := `{"manifestSpecVersion":"0","agent":{"jid":"a@agents.example","name":"a\u0001","title":"T\u001f","description":"d\u0000e","version":"1"},` +
 		`"tools":[{"name":"t","title":"x\u0002","description":"unit\u001fsep","inputSchema":{"type":"object","properties":{"k\u0003":{"description":"\u0004"}}},"_meta":{"m\u0005":"\u0006"}}]}`
 	m, err := ParseManifest([]byte(doc))
@@ -271,6 +276,7 @@ func TestControlCharactersAccepted(t *testing.T) {
 }
 
 func TestAcceptedVariants(t *testing.T) {
+	t.Parallel()
 	for _, doc := range []string{
 		minimal("a@b.example", "A-z0.9_~", `,"homepage":"https://b.example","avatarUrl":"https://[::1]:8443/a%20b.png?x=1&y=2"`),
 		minimal("a@b.example", strings.Repeat("v", 64), ""),
@@ -292,6 +298,7 @@ func compactTools(n int) []byte {
 }
 
 func TestManyTools(t *testing.T) {
+	t.Parallel()
 	doc := compactTools(4096)
 	m, err := ParseManifest(doc)
 	if err != nil {

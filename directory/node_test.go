@@ -7,6 +7,7 @@ import (
 )
 
 func TestToolNodeSpecVector(t *testing.T) {
+	t.Parallel()
 	const node = "urn:xmpp:agent-tool:0#1.4.0#Zm9yZWNhc3QuZ2V0"
 	if got := ToolNode("1.4.0", "forecast.get"); got != node {
 		t.Fatalf("ToolNode = %s", got)
@@ -24,6 +25,7 @@ func TestToolNodeSpecVector(t *testing.T) {
 }
 
 func TestToolNodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"a", "ab", "abc", "Straße 🌦", "x/y#z", "\t", strings.Repeat("é", MaxToolNameBytes/2)} {
 		v, got, err := ParseToolNode(ToolNode("v~1", name))
 		if err != nil || v != "v~1" || got != name {
@@ -33,6 +35,7 @@ func TestToolNodeRoundTrip(t *testing.T) {
 }
 
 func TestParseToolNodeRejects(t *testing.T) {
+	t.Parallel()
 	for _, node := range []string{
 		"",
 		"urn:xmpp:agent-tool:0",

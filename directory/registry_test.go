@@ -67,6 +67,7 @@ func (r refs) VersionReferenced(endpoint, version string) (bool, error) {
 }
 
 func TestRejectedManifestsStoreNothing(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	r := newRegistry(t, db)
 	ctx := context.Background()
@@ -98,6 +99,7 @@ func TestRejectedManifestsStoreNothing(t *testing.T) {
 }
 
 func TestRegisterActivateLifecycle(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	r := newRegistry(t, db)
 	ctx := context.Background()
@@ -205,6 +207,7 @@ func TestRegisterActivateLifecycle(t *testing.T) {
 }
 
 func TestRemovalAndTombstones(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	r := newRegistry(t, db)
 	ctx := context.Background()
@@ -316,6 +319,7 @@ func (failingRefs) VersionReferenced(string, string) (bool, error) {
 }
 
 func TestReferenceCheckerFailureRefusesRemoval(t *testing.T) {
+	t.Parallel()
 	db := openDB(t)
 	r := newRegistry(t, db)
 	register(t, r, minimal("x@agents.example", "1", ""))
@@ -329,6 +333,7 @@ func TestReferenceCheckerFailureRefusesRemoval(t *testing.T) {
 }
 
 func TestWatchSeesOtherProcess(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "agentgw.db")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -428,6 +433,7 @@ func jids(p Page) string {
 }
 
 func TestPagingWalksOnce(t *testing.T) {
+	t.Parallel()
 	r := pagingRegistry(t, 5)
 	var seen []string
 	q := PageQuery{Max: 2, Index: -1}
@@ -503,6 +509,7 @@ func TestPagingWalksOnce(t *testing.T) {
 }
 
 func TestPagingVisibility(t *testing.T) {
+	t.Parallel()
 	r := pagingRegistry(t, 10)
 	calls := 0
 	even := func(ep string) bool {
@@ -544,6 +551,7 @@ func TestPagingVisibility(t *testing.T) {
 }
 
 func TestSearchFolding(t *testing.T) {
+	t.Parallel()
 	r := newRegistry(t, openDB(t))
 	ctx := context.Background()
 	for _, a := range []struct{ ep, name, title string }{
@@ -588,6 +596,7 @@ func TestSearchFolding(t *testing.T) {
 }
 
 func TestConcurrentReadersDuringWrites(t *testing.T) {
+	t.Parallel()
 	r := newRegistry(t, openDB(t))
 	ctx := context.Background()
 	stop := make(chan struct{})

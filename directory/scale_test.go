@@ -99,6 +99,7 @@ func BenchmarkLoad10000(b *testing.B) {
 // TestMemory10000Endpoints loads 10,000 endpoints (3 tools each) and reports
 // the heap and RSS growth; the target is under 100 MB.
 func TestMemory10000Endpoints(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("loads 10,000 endpoints")
 	}

@@ -15,6 +15,7 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/adhoc"
+	"github.com/agentgw/agentgw/adhoc/admincmd"
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/catalogpush"
@@ -65,9 +66,11 @@ type Gateway struct {
 	Component *component.Component
 	Presence  *dirxmpp.Presence
 	Adhoc     *adhoc.Service
-	Catalog   *catalogpush.Service
-	Metrics   *metrics.Metrics
-	Messaging *messaging.Service
+	// AdminCommands are the admin operations as ad-hoc commands.
+	AdminCommands *admincmd.Service
+	Catalog       *catalogpush.Service
+	Metrics       *metrics.Metrics
+	Messaging     *messaging.Service
 
 	backends map[string]tasks.Backend
 	starters []func(ctx context.Context) error
@@ -230,6 +233,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		Log:           log,
 	}
 	deps.Nodes, deps.GatewayFeatures = g.Adhoc, g.Catalog.Features()
+	// Administration from any XMPP client: the admin IQs' operations as
+	// ad-hoc commands at the gateway's JID, for [xmpp] admins only.
+	g.AdminCommands = admincmd.New(admincmd.Deps{IsAdmin: g.Policy.IsAdmin, Admin: g.Registry, Grants: g.Store.Grants,
+		SelfReg: g.Store.SelfReg, Tasks: g.Store.Tasks, IsLocal: g.Policy.IsLocal, Log: log})
+	g.AdminCommands.Register(g.Router)
+	deps.GatewayNodes = g.AdminCommands
 	g.Presence = dirxmpp.Register(g.Router, deps)
 	g.Catalog.SetPresence(g.Presence)
 	g.Registry.OnChange(g.Catalog.Signal)

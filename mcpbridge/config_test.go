@@ -14,6 +14,7 @@ var table = backendkit.Bridges{Bridge}
 // The [agents.mcp] problems, reported with the other problems of the file
 // (internal/config's TestLoadReportsEveryProblemClearly).
 func TestConfigProblems(t *testing.T) {
+	t.Parallel()
 	base := `
 [xmpp]
 component_domain = "agents.example.test"
@@ -49,6 +50,7 @@ jid = "x@agents.example.test"
 
 // The host file's [mcp] table (internal/config's TestLoadHost).
 func TestHostFile(t *testing.T) {
+	t.Parallel()
 	h, err := config.LoadHost(bridgetest.Write(t, "name = \"bot\"\n[mcp]\ncommand = [\"node\", \"server.js\", \"stdio\"]\n"), table)
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,7 @@ const alice = "alice@example.test"
 // The bridge under the real task engine (SQLite store, lifecycle schema
 // validation of every event) against the real reference server.
 func TestEngineWithEverything(t *testing.T) {
+	t.Parallel()
 	cmd := everythingCmd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

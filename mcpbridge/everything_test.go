@@ -112,6 +112,7 @@ func checkManifestValid(tb testing.TB, m []byte) manifestDoc {
 }
 
 func TestEverythingManifest(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	pub := s.pub.all()
 	if len(pub) == 0 {
@@ -226,6 +227,7 @@ func TestEverythingManifest(t *testing.T) {
 }
 
 func TestEverythingPinnedVersionAndConfigNames(t *testing.T) {
+	t.Parallel()
 	agent := stdioAgent(everythingCmd(t))
 	agent.Version = "1.2.3"
 	agent.Name, agent.Title, agent.Description = "everything", "Everything", "Reference server"
@@ -237,6 +239,7 @@ func TestEverythingPinnedVersionAndConfigNames(t *testing.T) {
 }
 
 func TestEverythingCalls(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 
 	t.Run("echo", func(t *testing.T) {
@@ -388,6 +391,7 @@ func callID(frames []frame, tool string) json.RawMessage {
 }
 
 func TestEverythingCancel(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	r := newFakeRun()
 	done := make(chan struct{})
@@ -445,6 +449,7 @@ func TestEverythingCancel(t *testing.T) {
 }
 
 func TestEverythingCancelDuringInput(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	r := newFakeRun() // answer nil: RequestInput blocks until its context ends
 	done := make(chan struct{})
@@ -493,6 +498,7 @@ func TestEverythingCancelDuringInput(t *testing.T) {
 }
 
 func TestEverythingInputExpiry(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	r := newFakeRun()
 	r.Answer = func(tasks.InputRequest) (json.RawMessage, error) {
@@ -518,6 +524,7 @@ func TestEverythingInputExpiry(t *testing.T) {
 }
 
 func TestEverythingServerKilledAndRestarted(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 	first, _ := s.b.Current()
 	pid := s.b.current().proc.pid
@@ -569,6 +576,7 @@ func TestEverythingServerKilledAndRestarted(t *testing.T) {
 }
 
 func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
+	t.Parallel()
 	log, _ := testLogger(t)
 	b, err := New(Options{JID: testJID, Command: []string{"/nonexistent/mcp-server"}, Logger: log})
 	if err != nil {
@@ -586,6 +594,7 @@ func TestEverythingUnavailableWhenNotStarted(t *testing.T) {
 }
 
 func TestEverythingInitialize(t *testing.T) {
+	t.Parallel()
 	log, _ := testLogger(t)
 	b, err := New(Options{JID: testJID, Command: everythingCmd(t), Logger: log})
 	if err != nil {
@@ -599,6 +608,7 @@ func TestEverythingInitialize(t *testing.T) {
 }
 
 func TestEverythingDeadlineAndShutdown(t *testing.T) {
+	t.Parallel()
 	s := start(t, stdioAgent(everythingCmd(t)), nil)
 
 	r := newFakeRun()

@@ -12,6 +12,7 @@ import (
 // (start's cleanup fails the test if the bridge fell back to the SDK's
 // decoded values).
 func TestInMemorySDKServer(t *testing.T) {
+	t.Parallel()
 	type greetIn struct {
 		Name string `json:"name"`
 	}

@@ -48,6 +48,7 @@ var ndjsonCases = []string{
 // jsonrpc.DecodeMessage takes, to the same message, and refuses what it
 // refuses.
 func TestDecodeMessageMatchesSDK(t *testing.T) {
+	t.Parallel()
 	for _, c := range ndjsonCases {
 		compareDecode(t, []byte(c))
 	}
@@ -101,6 +102,7 @@ func FuzzDecodeMessage(f *testing.F) {
 // frame over the limit, end the connection with an error; Close unblocks
 // a pending Read.
 func TestNDJSONConnFraming(t *testing.T) {
+	t.Parallel()
 	read := func(t *testing.T, input string, limit int) ([]jsonrpc.Message, error) {
 		t.Helper()
 		c := newNDJSONConn(io.NopCloser(strings.NewReader(input)), nopWriteCloser{io.Discard}, limit, nil, nil)
@@ -157,6 +159,7 @@ func TestNDJSONConnFraming(t *testing.T) {
 
 // TestNDJSONConnWrite: one frame per line, as the SDK writes them.
 func TestNDJSONConnWrite(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	c := newNDJSONConn(io.NopCloser(strings.NewReader("")), nopWriteCloser{&buf}, 1024, nil, nil)
 	id, _ := jsonrpc.MakeID(float64(3))

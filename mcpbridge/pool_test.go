@@ -20,6 +20,7 @@ import (
 // finds them all busy waits, bounded by its deadline and its cancellation;
 // once a session is free again it runs.
 func TestPoolBoundedAndWaits(t *testing.T) {
+	t.Parallel()
 	var (
 		connects atomic.Int32
 		entered  = make(chan struct{}, 8)
@@ -120,6 +121,7 @@ func poolServer(ctx context.Context, versions []string, entered chan<- struct{},
 // (the SDK hands the connect context's values to every request the server
 // sends on the session).
 func TestPoolReusedSessionAttributesToItsCall(t *testing.T) {
+	t.Parallel()
 	entered, release := make(chan struct{}, 8), make(chan struct{})
 	defer close(release)
 	s := start(t, Options{JID: testJID, MaxSessions: 2, Transport: func(ctx context.Context) (mcp.Transport, error) {
@@ -148,6 +150,7 @@ func TestPoolReusedSessionAttributesToItsCall(t *testing.T) {
 // A server speaking 2026-07-28 asks for input inside the call: its calls
 // share the supervised session, however many run at once.
 func TestPoolMultiRoundTripShares(t *testing.T) {
+	t.Parallel()
 	var connects atomic.Int32
 	entered, release := make(chan struct{}, 8), make(chan struct{})
 	s := start(t, Options{JID: testJID, MaxSessions: 1, Transport: func(ctx context.Context) (mcp.Transport, error) {

@@ -53,6 +53,7 @@ func lossOf(tl map[string]json.RawMessage) []string {
 }
 
 func TestRawManifest(t *testing.T) {
+	t.Parallel()
 	secret := ids.New("sec-")
 	s := start(t, rawAgent(t, secret), nil)
 	doc := checkManifestValid(t, s.pub.all()[0])
@@ -108,6 +109,7 @@ func TestRawManifest(t *testing.T) {
 }
 
 func TestRawCalls(t *testing.T) {
+	t.Parallel()
 	secret := ids.New("sec-")
 	s := start(t, rawAgent(t, secret), nil)
 
@@ -194,6 +196,7 @@ func TestRawCalls(t *testing.T) {
 // raw server per session): the attribution logic, not a real process, is
 // the point.
 func TestRawLateElicitationNotGivenToAnotherCaller(t *testing.T) {
+	t.Parallel()
 	s := start(t, Options{JID: testJID, Transport: inMemoryRaw(ids.New("sec-"))}, nil)
 
 	a := newFakeRun()

@@ -14,6 +14,7 @@ import (
 // then stderrPerSecond a second, with a count of what was suppressed; every
 // logged line is redacted.
 func TestStderrRateLimited(t *testing.T) {
+	t.Parallel()
 	log, buf := testLogger(t)
 	const secret = "s3cr3t-value-0123"
 	b := &Backend{log: log, red: backendkit.NewRedactor(nil)}
@@ -60,6 +61,7 @@ func TestStderrRateLimited(t *testing.T) {
 }
 
 func TestLineLimiter(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(0, 0)
 	l := newLineLimiter(3, 2, func() time.Time { return now })
 	for i := range 3 {

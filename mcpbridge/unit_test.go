@@ -18,6 +18,7 @@ import (
 )
 
 func TestSchemaDialectTranslation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, in, want string
 		ok             bool
@@ -65,6 +66,7 @@ func TestSchemaDialectTranslation(t *testing.T) {
 }
 
 func TestConvertToolRejects(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, tool string }{
 		{"no name", `{"inputSchema":{"type":"object"}}`},
 		{"empty name", `{"name":"","inputSchema":{"type":"object"}}`},
@@ -84,6 +86,7 @@ func TestConvertToolRejects(t *testing.T) {
 }
 
 func TestConvertToolKeepsMembers(t *testing.T) {
+	t.Parallel()
 	raw := `{"name":"t","title":"T","description":"D","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"integer"}}},
 		"annotations":{"destructiveHint":false},"execution":{"taskSupport":"required"},"_meta":{"a/b":[1]},
 		"urn:xmpp:agent-api:0":{"approvalRequired":false},"icons":[]}`
@@ -102,6 +105,7 @@ func TestConvertToolKeepsMembers(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
+	t.Parallel()
 	r := backendkit.NewRedactor(func() []string { return []string{"component-secret", "x"} })
 	r.Set("s3cr\"et-value", "s3cr\"et")
 	if got := r.Scrub(`a s3cr"et-value b component-secret x`); got != `a [redacted] b [redacted] x` {
@@ -133,6 +137,7 @@ func TestChildEnvIsolated(t *testing.T) {
 }
 
 func TestTapSSE(t *testing.T) {
+	t.Parallel()
 	tp := newTap()
 	r := tp.expect("tok")
 	tp.outgoing([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"progressToken":"tok"},"name":"x"}}`))
@@ -162,6 +167,7 @@ func (nopCloser) Close() error { return nil }
 // frame, byte for byte and in wire order, before the SDK reads the message,
 // however the stream is split.
 func TestNDJSONConnFeedsTheTap(t *testing.T) {
+	t.Parallel()
 	frames := []string{`{"jsonrpc":"2.0","id":1,"result":{"t":"a}b\"{c\\"}}`, `{"jsonrpc":"2.0","id":2,"result":{"x":[1,{"y":"]"}]}}`,
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1}}`}
 	stream := frames[0] + "\n  " + frames[1] + "\r\n" + frames[2] + "\n"
@@ -208,6 +214,7 @@ func TestNDJSONConnFeedsTheTap(t *testing.T) {
 }
 
 func TestNewChecksOptions(t *testing.T) {
+	t.Parallel()
 	cmd := []string{"server"}
 	inMemory := func(context.Context) (mcp.Transport, error) { t, _ := mcp.NewInMemoryTransports(); return t, nil }
 	for name, o := range map[string]Options{
@@ -235,6 +242,7 @@ func TestNewChecksOptions(t *testing.T) {
 // uses lookahead and a backreference (ECMA-262, not RE2) is converted and
 // passes the registrar's validation instead of being dropped.
 func TestToolWithECMA262PatternIsPublished(t *testing.T) {
+	t.Parallel()
 	raw := `{"name":"set_password","inputSchema":{"type":"object","properties":{` +
 		`"password":{"type":"string","pattern":"^(?=.*[0-9])(?=.*[a-z]).{8,}$"},` +
 		`"quoted":{"type":"string","pattern":"^(['\"]).*\\1$"}},"required":["password"]}}`
@@ -253,6 +261,7 @@ func TestToolWithECMA262PatternIsPublished(t *testing.T) {
 // sanitized); U+FFFE and U+FFFF, which no manifest can carry, are replaced
 // and the loss is declared.
 func TestConvertToolTextCharacters(t *testing.T) {
+	t.Parallel()
 	tool, reason := convertTool(json.RawMessage(`{"name":"t","title":"a\u001fb","description":"c\uffffd","inputSchema":{"type":"object"}}`), nil)
 	if reason != "" {
 		t.Fatal(reason)

@@ -219,6 +219,7 @@ func bodiesTo(l oantest.Log, method, prefix string) []string {
 // store: pairing, the tools, every constraint type, the silent failure,
 // escalations, delivery faults, hostile envelopes, revocation and a ban.
 func TestBridgeAgainstReferenceServer(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "oan.key")

@@ -20,6 +20,7 @@ import (
 // an open Gofer question (one POST, the item closed for escalations), and
 // anyone else is refused.
 func TestConverse(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	keyFile := filepath.Join(t.TempDir(), "oan.key")
 	pair(t, srv, keyFile, false)

@@ -18,6 +18,7 @@ import (
 // TestKeysAndPages: a key with a newline is never written or used, and a
 // server answering full pages forever cannot hold the back-fill.
 func TestKeysAndPages(t *testing.T) {
+	t.Parallel()
 	srv := startServer(t)
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "oan.key")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestOANAgentValidation(t *testing.T) {
+	t.Parallel()
 	base := `
 [xmpp]
 component_domain = "agents.example.test"

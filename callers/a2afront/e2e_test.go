@@ -271,6 +271,7 @@ func noError(tb testing.TB, s step) {
 }
 
 func TestA2AFrontScripted(t *testing.T) {
+	t.Parallel()
 	x := start(t, false)
 	weather := "weather@" + x.env.Domain
 	steps := x.run(t,
@@ -437,6 +438,7 @@ func TestA2AFrontScripted(t *testing.T) {
 // updates, an elicitation answered through input-required, and cancel of a
 // running stream's task.
 func TestA2AFrontServerEverything(t *testing.T) {
+	t.Parallel()
 	x := start(t, true)
 	ev := "everything@" + x.env.Domain
 	content := map[string]any{
@@ -495,6 +497,7 @@ func TestA2AFrontServerEverything(t *testing.T) {
 // Hostile and malformed requests get clear errors, and none reflects its
 // payload.
 func TestA2AFrontHostileInput(t *testing.T) {
+	t.Parallel()
 	x := start(t, false)
 	weather := "weather@" + x.env.Domain
 	post := func(token, body string) (int, string) {
@@ -679,6 +682,7 @@ func rpcCode(m map[string]any) float64 {
 // and a stream that fails before its first event is its error as
 // application/json.
 func TestA2AFrontJSONRPCContentType(t *testing.T) {
+	t.Parallel()
 	x := start(t, false)
 	weather := "weather@" + x.env.Domain
 	msg := func(method, id, skill string) string {
@@ -742,6 +746,7 @@ func TestA2AFrontJSONRPCContentType(t *testing.T) {
 // HTTP and through the official JS SDK client. A missing id is invalid
 // params.
 func TestA2AFrontUnknownTaskIDs(t *testing.T) {
+	t.Parallel()
 	x := start(t, false)
 	weather := "weather@" + x.env.Domain
 	steps := x.run(t, map[string]any{"op": "send", "jid": weather, "skill": "echo", "data": map[string]any{"message": "hi"}})

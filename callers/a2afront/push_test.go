@@ -52,6 +52,7 @@ func (c *catalogClient) OnCatalogChange(f func(agentclient.CatalogChange)) { c.o
 // at once, although the TTL has not passed; the front subscribes after
 // each refresh.
 func TestPushedChangeRefreshesCards(t *testing.T) {
+	t.Parallel()
 	c := &catalogClient{version: "1"}
 	f, err := New(c, Options{BaseURL: "http://x", Gateways: []jid.JID{jid.MustParse("agents.example.test")}, Refresh: time.Hour})
 	if err != nil {

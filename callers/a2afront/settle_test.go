@@ -14,6 +14,7 @@ import (
 // gateway's malformed payload) is an A2A failure with agentgw:a2a-protocol,
 // never a completed task without artifacts; a readable one is carried.
 func TestSettleUnreadableResultIsNotEmptySuccess(t *testing.T) {
+	t.Parallel()
 	var f Front
 	for name, payload := range map[string]string{
 		"not JSON":             `{"result":`,

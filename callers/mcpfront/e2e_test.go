@@ -246,6 +246,7 @@ func (x *e2e) waitState(tb testing.TB, endpoint, taskID, want string) {
 }
 
 func TestTSClientStdioScriptedAgent(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	out := x.runClient(t, 3*time.Minute, map[string]any{
 		"transport": "stdio", "command": x.bin, "args": x.mcpArgs(), "env": x.mcpEnv(),
@@ -383,6 +384,7 @@ func (x *e2e) startHTTPArgs(tb testing.TB, extra []string, env ...string) (strin
 // one is written to a 0600 file whose path (never the token) is printed.
 // No token → 401; the token from the file works for the real TS client.
 func TestTSClientHTTPGeneratedToken(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	url, stderr := x.startHTTPArgs(t, []string{"--gateway", x.env.Domain, "--session-timeout", "5m"})
 	out := stderr()
@@ -442,6 +444,7 @@ func TestTSClientHTTPGeneratedToken(t *testing.T) {
 }
 
 func TestTSClientHTTPWithBearer(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	url := x.startHTTP(t, "tok-e2e-1", "--gateway", x.env.Domain)
 
@@ -483,6 +486,7 @@ func TestTSClientHTTPWithBearer(t *testing.T) {
 }
 
 func TestFullChainServerEverything(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, true)
 	out := x.runClient(t, 4*time.Minute, map[string]any{
 		"transport": "stdio", "command": x.bin, "args": x.mcpArgs(), "env": x.mcpEnv(),
@@ -569,6 +573,7 @@ func TestFullChainServerEverything(t *testing.T) {
 }
 
 func TestInspectorCLI(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	cfg := map[string]any{"mcpServers": map[string]any{"agentgw": map[string]any{
 		"command": x.bin, "args": x.mcpArgs(), "env": x.mcpEnv(),
@@ -672,6 +677,7 @@ func benchChain(b *testing.B, noNagle bool) {
 // A lost XMPP stream ends `agentgw mcp` with an error, so the host can
 // restart it.
 func TestMCPExitsWhenXMPPStreamEnds(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	cmd := exec.Command(x.bin, x.mcpArgs()...)
 	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice")
@@ -712,6 +718,7 @@ func TestMCPExitsWhenXMPPStreamEnds(t *testing.T) {
 }
 
 func TestMCPUsageErrors(t *testing.T) {
+	t.Parallel()
 	bin := gatewaytest.Binary(t)
 	for _, c := range []struct {
 		args []string
@@ -737,6 +744,7 @@ func TestMCPUsageErrors(t *testing.T) {
 // A host that goes away (stdin closed) mid-call leaves no task running: the
 // front cancels it before exiting.
 func TestHostExitCancelsTask(t *testing.T) {
+	t.Parallel()
 	x := startE2E(t, false)
 	cmd := exec.Command(x.bin, x.mcpArgs("--gateway", x.env.Domain)...)
 	cmd.Env = append(os.Environ(), pwEnv+"="+gatewaytest.Password+"alice")

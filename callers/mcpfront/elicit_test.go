@@ -21,6 +21,7 @@ const everythingForm = `{"type":"object","properties":{
 },"required":["name"]}`
 
 func TestFormKeepsMCPFormsExactly(t *testing.T) {
+	t.Parallel()
 	f := formFor(json.RawMessage(everythingForm))
 	if f.Wrapped {
 		t.Fatal("an MCP-expressible schema was wrapped")
@@ -32,6 +33,7 @@ func TestFormKeepsMCPFormsExactly(t *testing.T) {
 }
 
 func TestFormDropsNarrowingKeywords(t *testing.T) {
+	t.Parallel()
 	f := formFor(json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"code":{"type":"string","pattern":"^[A-Z]+$","format":"hostname"},"n":{"type":"number","exclusiveMinimum":0}}}`))
 	if f.Wrapped {
 		t.Fatal("wrapped")
@@ -45,6 +47,7 @@ func TestFormDropsNarrowingKeywords(t *testing.T) {
 }
 
 func TestFormWrapsRicherSchemas(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{
 		`{"type":"object","properties":{"a":{"type":"object"}}}`,
 		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}}`,
@@ -73,6 +76,7 @@ func TestFormWrapsRicherSchemas(t *testing.T) {
 }
 
 func TestFormPairsEnumNamesOnly(t *testing.T) {
+	t.Parallel()
 	f := formFor(json.RawMessage(`{"type":"object","properties":{"p":{"type":"string","enum":["a","b"],"enumNames":["A"]}}}`))
 	if !sameJSON(t, f.Schema, `{"type":"object","properties":{"p":{"type":"string","enum":["a","b"]}}}`) {
 		t.Errorf("form = %v", f.Schema)

@@ -98,6 +98,7 @@ func listNames(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
 }
 
 func TestToolsListedWithPinsAndPages(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fc := tool("forecast.get", objSchema)
 	fc.Title = "Get Forecast"
@@ -197,6 +198,7 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 }
 
 func TestListChangedOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "weather@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := newFront(t, fa, Options{})
@@ -260,6 +262,7 @@ func waitNote(t *testing.T, ch chan struct{}) {
 }
 
 func TestUnreachableGatewayKeepsTools(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "weather@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := newFront(t, fa, Options{})
@@ -285,6 +288,7 @@ func callTool(t *testing.T, cs *mcp.ClientSession, ctx context.Context, name str
 }
 
 func TestCallCompleted(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{legacy, current} {
 		t.Run("protocol="+v, func(t *testing.T) {
 			fa := newFake(t)
@@ -314,6 +318,7 @@ func TestCallCompleted(t *testing.T) {
 }
 
 func TestCallInvalidArgumentsIsToolError(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "echo@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := newFront(t, fa, Options{})
@@ -331,6 +336,7 @@ func TestCallInvalidArgumentsIsToolError(t *testing.T) {
 }
 
 func TestCallStaleVersionRefreshes(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "echo@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := New(fa, Options{Logger: quiet(), Refresh: time.Hour})
@@ -357,6 +363,7 @@ func TestCallStaleVersionRefreshes(t *testing.T) {
 }
 
 func TestProgressReachesHost(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "slow@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("work", `{"type":"object"}`)}, run: func(t *fakeTask) {
 		t.status("running")
@@ -431,6 +438,7 @@ func askRun(t *fakeTask) {
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 func TestElicitationRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{legacy, current} {
 		t.Run("protocol="+v, func(t *testing.T) {
 			fa := newFake(t)
@@ -486,6 +494,7 @@ func rpcCode(err error) int64 {
 }
 
 func TestInputWithoutElicitationCancels(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{legacy, current} {
 		t.Run("protocol="+v, func(t *testing.T) {
 			fa := newFake(t)
@@ -504,6 +513,7 @@ func TestInputWithoutElicitationCancels(t *testing.T) {
 }
 
 func TestDeclineCancels(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{legacy, current} {
 		t.Run("protocol="+v, func(t *testing.T) {
 			fa := newFake(t)
@@ -528,6 +538,7 @@ func TestDeclineCancels(t *testing.T) {
 }
 
 func TestHostCancellationCancelsTask(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	var task *fakeTask
 	started := make(chan struct{})
@@ -567,6 +578,7 @@ func TestHostCancellationCancelsTask(t *testing.T) {
 }
 
 func TestFailedAndAgentCancelled(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "x@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("fail", `{"type":"object"}`), tool("drop", `{"type":"object"}`)}, run: func(t *fakeTask) {
 		if t.tool == "fail" {
@@ -591,6 +603,7 @@ func TestFailedAndAgentCancelled(t *testing.T) {
 }
 
 func TestWrappedElicitation(t *testing.T) {
+	t.Parallel()
 	const nested = `{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"integer"}},"required":["b"]}},"required":["a"]}`
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "x@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("nest", `{"type":"object"}`)}, run: func(t *fakeTask) {
@@ -617,6 +630,7 @@ func TestWrappedElicitation(t *testing.T) {
 // Cancellation is advisory in XMPP: an agent that completes after the
 // cancel was accepted wins, and the host gets that result.
 func TestCancelRaceCompletedWins(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "x@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("stubborn", `{"type":"object"}`)}, run: func(t *fakeTask) {
 		if _, ok := t.ask("Anything?", `{"type":"object"}`); !ok {

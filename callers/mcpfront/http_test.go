@@ -21,6 +21,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestHTTPWithBearer(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "echo@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	f := newFront(t, fa, Options{})

@@ -6,6 +6,7 @@ import (
 )
 
 func TestNamesPlainAndCollisions(t *testing.T) {
+	t.Parallel()
 	refs := []toolRef{
 		{"weather@agents.example.test", "forecast.get"},
 		{"echo@agents.example.test", "echo"},
@@ -41,6 +42,7 @@ func TestNamesPlainAndCollisions(t *testing.T) {
 }
 
 func TestNamesDeterministic(t *testing.T) {
+	t.Parallel()
 	refs := []toolRef{{"a@x", "t"}, {"a@y", "t"}, {"b@x", "u"}}
 	want := assignNames(refs, NamesMCP)
 	rev := []toolRef{refs[2], refs[1], refs[0], refs[1]}
@@ -53,6 +55,7 @@ func TestNamesDeterministic(t *testing.T) {
 }
 
 func TestNamesStrictAndLong(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 200)
 	refs := []toolRef{{"weather@agents", "forecast.get"}, {"w@agents", long}, {"w@agents", long + "y"}}
 	got := assignNames(refs, NamesStrict)
@@ -78,6 +81,7 @@ func TestNamesStrictAndLong(t *testing.T) {
 // A tool whose plain name looks like another's hashed name must not take
 // it away.
 func TestNamesLookalike(t *testing.T) {
+	t.Parallel()
 	x := []toolRef{{"echo@a", "echo"}, {"echo@b", "echo"}}
 	first := assignNames(x, NamesMCP)
 	look := toolRef{"echo@c", strings.TrimPrefix(first[x[0]], "echo.")}
@@ -93,6 +97,7 @@ func TestNamesLookalike(t *testing.T) {
 // The MCP bridge recognizes the front's mirrors of its own endpoint's tools
 // by this key (mcpbridge/manifest.go, frontToolMeta).
 func TestMetaToolKeyIsTheBridgesMirrorKey(t *testing.T) {
+	t.Parallel()
 	if MetaTool != "agentgw/xmpp" {
 		t.Fatalf("MetaTool = %q: update mcpbridge's frontToolMeta with it", MetaTool)
 	}

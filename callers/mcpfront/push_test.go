@@ -37,6 +37,7 @@ func (p *pushAgents) OnCatalogChange(f func(agentclient.CatalogChange)) {
 // reaches the host as list_changed; the front subscribes to every listed
 // gateway, again after each refresh.
 func TestPushedChangeRefreshes(t *testing.T) {
+	t.Parallel()
 	fa := newFake(t)
 	fa.addEndpoint("agents.example.test", "weather@agents.example.test", &fakeEP{version: "1", tools: []agentclient.ManifestTool{tool("echo", objSchema)}, run: echoRun})
 	pa := &pushAgents{fakeAgents: fa}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestCompletedResultPassedThrough(t *testing.T) {
+	t.Parallel()
 	payload := `{"summary":"ok","result":{
 	 "content":[
 	  {"type":"text","text":"hello","annotations":{"audience":["user"],"priority":0.5}},
@@ -50,6 +51,7 @@ func TestCompletedResultPassedThrough(t *testing.T) {
 }
 
 func TestCompletedNonObjectStructured(t *testing.T) {
+	t.Parallel()
 	p := json.RawMessage(`{"result":{"content":[],"structuredContent":[1,2]}}`)
 	old, _ := completedResult(p, taskMeta{}, true)
 	if old.StructuredContent != nil || len(old.Content) != 1 || old.Meta[MetaTask].(taskMeta).DroppedStructured != true {
@@ -62,6 +64,7 @@ func TestCompletedNonObjectStructured(t *testing.T) {
 }
 
 func TestCompletedWithoutResult(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{`{}`, `[]`, `{"result":[1]}`} {
 		if _, err := completedResult(json.RawMessage(p), taskMeta{}, true); err == nil {
 			t.Errorf("%s accepted", p)
@@ -70,6 +73,7 @@ func TestCompletedWithoutResult(t *testing.T) {
 }
 
 func TestFailedAndCancelledText(t *testing.T) {
+	t.Parallel()
 	r := failedResult(json.RawMessage(`{"error":{"code":"unavailable","message":"down\u0007 now","retryable":true}}`), taskMeta{})
 	// The control character is replaced under the one display-text rule
 	// (internal/displaytext: U+FFFD; the front used to write a space).

@@ -7,6 +7,7 @@ import (
 )
 
 func TestStateToken(t *testing.T) {
+	t.Parallel()
 	f := New(newFake(t), Options{Logger: quiet()})
 	now := time.Unix(1000, 0)
 	tok := stateToken{Tool: "a.b", Endpoint: "a@x", TaskID: "task-1", Input: "in-1", Attempt: 1, Expires: 2000}

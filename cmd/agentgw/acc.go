@@ -47,6 +47,7 @@ func runACC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := configFlag(fs)
 	name := fs.String("name", "", "enroll: the connector's name (letters, digits, . _ -), as [agents.acc] connector names it")
 	out := fs.String("out", "", "enroll: directory to write the connector's files into")
+	asJSON := fs.Bool("json", false, "list: print JSON")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -118,6 +119,20 @@ func runACC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cs, err := st.Connectors(ctx)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			type conn struct {
+				Name      string `json:"name"`
+				ID        string `json:"connector_id"`
+				Since     string `json:"since"`
+				Revoked   bool   `json:"revoked"`
+				RevokedAt string `json:"revoked_at,omitempty"`
+			}
+			list := []conn{}
+			for _, c := range cs {
+				list = append(list, conn{c.Name, c.ID, c.CreatedAt, c.Revoked(), c.RevokedAt})
+			}
+			return printJSON(stdout, list)
 		}
 		if len(cs) == 0 {
 			fmt.Fprintln(stdout, "no connectors enrolled")

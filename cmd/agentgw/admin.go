@@ -55,6 +55,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	activate := fs.Bool("activate", false, "register: also activate the registered version")
 	hash := fs.String("hash", "", "activate: the version's sha-256 manifest hash (base64), as printed by register")
 	reason := fs.String("reason", "", "ban: a note kept with the ban")
+	asJSON := fs.Bool("json", false, "status, self-registered: print JSON")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -99,7 +100,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sub == "ban" && strings.EqualFold(ep[strings.LastIndexByte(ep, '@')+1:], cfg.XMPP.ComponentDomain) {
 			return usagef("%s is a virtual endpoint below the component domain; ban applies to self-registered endpoints (use deactivate or remove-endpoint)", ep)
 		}
-		return adminSelfReg(ctx, sub, ep, *reason, reg, db.SelfReg, stdout)
+		return adminSelfReg(ctx, sub, ep, *reason, *asJSON, reg, db.SelfReg, stdout)
 	case "register":
 		raw, err := os.ReadFile(pos[0])
 		if err != nil {
@@ -134,6 +135,23 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		active := st.Active
 		if active == "" {
 			active = "(none: deactivated)"
+		}
+		if *asJSON {
+			type version struct {
+				Version   string `json:"version"`
+				Hash      string `json:"sha256"`
+				Active    bool   `json:"active"`
+				Removable bool   `json:"removable"`
+			}
+			out := struct {
+				Endpoint string    `json:"endpoint"`
+				Active   string    `json:"active_version"`
+				Versions []version `json:"versions"`
+			}{Endpoint: st.Endpoint, Active: st.Active, Versions: []version{}}
+			for _, v := range st.Versions {
+				out.Versions = append(out.Versions, version{v.Version, v.Hash, v.Active, v.Removable})
+			}
+			return printJSON(stdout, out)
 		}
 		fmt.Fprintf(stdout, "%s active version %s\n", st.Endpoint, active)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -191,7 +209,7 @@ func (s storeReferences) VersionReferenced(endpoint, version string) (bool, erro
 }
 
 // adminSelfReg lists, bans and unbans self-registered endpoints.
-func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Registry, st selfregdb.Driver, stdout io.Writer) error {
+func adminSelfReg(ctx context.Context, sub, ep, reason string, asJSON bool, reg *directory.Registry, st selfregdb.Driver, stdout io.Writer) error {
 	switch sub {
 	case "ban":
 		// Ban first: a registration racing the ban must find it.
@@ -226,13 +244,34 @@ func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Re
 	for _, b := range bans {
 		banned[b.Endpoint] = b.Reason
 	}
+	type entry struct {
+		Endpoint       string `json:"endpoint"`
+		ActiveVersion  string `json:"active_version"`
+		LastRegistered string `json:"last_registered,omitempty"`
+		Banned         bool   `json:"banned"`
+		BanReason      string `json:"ban_reason,omitempty"`
+	}
+	entries := []entry{}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tACTIVE\tLAST REGISTERED\tBANNED")
+	if !asJSON {
+		fmt.Fprintln(tw, "ENDPOINT\tACTIVE\tLAST REGISTERED\tBANNED")
+	}
 	seen := map[string]bool{}
 	row := func(ep, last string) {
 		active := "(none)"
+		e := entry{Endpoint: ep}
 		if m, ok := reg.Active(ep); ok {
-			active = m.Version
+			active, e.ActiveVersion = m.Version, m.Version
+		}
+		if last != "-" {
+			e.LastRegistered = last
+		}
+		if r, ok := banned[ep]; ok {
+			e.Banned, e.BanReason = true, r
+		}
+		if asJSON {
+			entries = append(entries, e)
+			return
 		}
 		b := "no"
 		if r, ok := banned[ep]; ok {
@@ -251,6 +290,9 @@ func adminSelfReg(ctx context.Context, sub, ep, reason string, reg *directory.Re
 		if !seen[b.Endpoint] {
 			row(b.Endpoint, "-")
 		}
+	}
+	if asJSON {
+		return printJSON(stdout, entries)
 	}
 	return tw.Flush()
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 
 	"mellium.im/xmpp/jid"
 
@@ -51,4 +53,12 @@ func parseBareJID(s string) (string, error) {
 		return "", fmt.Errorf("%q is not a bare JID (localpart@domain)", s)
 	}
 	return j.Bare().String(), nil
+}
+
+// printJSON writes v as indented JSON: the --json output of the operator
+// commands that print data.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

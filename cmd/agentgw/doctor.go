@@ -34,7 +34,7 @@ func init() {
 	register(command{name: "doctor", summary: "check a config, the XMPP server link, the backends and the store without serving", run: runDoctor})
 }
 
-const doctorSynopsis = `doctor --config C [--timeout 10s] [--mcp-timeout 60s] [--verbose]
+const doctorSynopsis = `doctor --config C [--timeout 10s] [--mcp-timeout 60s] [--verbose] [--json]
 
 Checks, one line each ("ok", "FAIL" or "skip"): the config, the component
 secret, that the XMPP server's component port answers, the XEP-0114
@@ -53,6 +53,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	timeout := fs.Duration("timeout", 10*time.Second, "bound of each network check (TCP connect, handshake, ping, connector requests)")
 	mcpTimeout := fs.Duration("mcp-timeout", 60*time.Second, "bound of each MCP server's start and initialize (npx may need to install first)")
 	verbose := fs.Bool("verbose", false, "write the checked parts' logs to stderr (secrets redacted)")
+	asJSON := fs.Bool("json", false, "print the checks as a JSON array of {status, check, message}")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *timeout <= 0 || *mcpTimeout <= 0 {
 		return usagef("--timeout and --mcp-timeout must be positive")
 	}
-	d := &doctor{out: stdout, red: backendkit.NewRedactor(nil), cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout}
+	d := &doctor{out: stdout, red: backendkit.NewRedactor(nil), cfgPath: *cfgPath, timeout: *timeout, mcpTimeout: *mcpTimeout, asJSON: *asJSON}
 
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -115,6 +116,9 @@ type doctor struct {
 	cfgPath             string
 	timeout, mcpTimeout time.Duration
 	checks, failed      int
+	// asJSON collects the checks for one JSON array instead of lines.
+	asJSON bool
+	lines  []doctorLine
 	// bindings is the connector binding driver of the store; nil when the
 	// store did not open (or does not exist yet).
 	bindings bindingdb.Driver
@@ -138,11 +142,30 @@ func (d *doctor) fail(what, format string, a ...any) {
 func (d *doctor) line(status, what, format string, a ...any) {
 	d.checks++
 	msg := d.red.Scrub(fmt.Sprintf(format, a...))
+	if d.asJSON {
+		d.lines = append(d.lines, doctorLine{Status: strings.ToLower(strings.TrimSpace(status)), Check: what, Message: strings.TrimRight(msg, "\n")})
+		return
+	}
 	msg = strings.ReplaceAll(strings.TrimRight(msg, "\n"), "\n", "\n     ")
 	fmt.Fprintf(d.out, "%s %s: %s\n", status, what, msg)
 }
 
+// doctorLine is one check in doctor --json.
+type doctorLine struct {
+	Status  string `json:"status"` // ok, fail or skip
+	Check   string `json:"check"`
+	Message string `json:"message"`
+}
+
 func (d *doctor) result() error {
+	if d.asJSON {
+		if d.lines == nil {
+			d.lines = []doctorLine{}
+		}
+		if err := printJSON(d.out, d.lines); err != nil {
+			return err
+		}
+	}
 	if d.failed == 0 {
 		return nil
 	}

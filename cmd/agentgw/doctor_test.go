@@ -130,6 +130,7 @@ func closedPort(t *testing.T) string {
 // TestDoctor runs `agentgw doctor` against a real Prosody in each situation
 // an operator meets, and checks each situation's distinct line.
 func TestDoctor(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	dom := srv.ComponentDomain
 	addr := srv.ComponentAddr
@@ -378,6 +379,7 @@ api_key_file = "key"
 // TestDoctorEjabberd checks the XMPP lines against ejabberd: a good link
 // and a wrong secret.
 func TestDoctorEjabberd(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
 	e := newDoctorEnv(t, srv)
 	path := e.write(t, "")

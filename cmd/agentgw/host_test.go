@@ -8,6 +8,7 @@ import (
 )
 
 func TestHostHelpAndUsage(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"host", "--help"}, &out, &errb); code != 0 {
 		t.Fatalf("--help exited %d: %s", code, errb.String())

@@ -8,6 +8,7 @@ import (
 )
 
 func TestBearerFromFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "token")
 	first, err := bearerFromFile(path)
 	if err != nil || len(first) < 20 {

@@ -17,6 +17,7 @@ import (
 // the emptied list opened the endpoint to every local principal. Neither
 // command gets as far as the network, so no server is needed.
 func TestServeAndDoctorRefuseBadPrincipalEntries(t *testing.T) {
+	t.Parallel()
 	for _, entry := range []string{"ops@example.test ", "*.example.test"} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("s3cret\n"), 0o600); err != nil {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPrintQRDrawsBlocks(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	printQR(&out, "refconnector://login/abc")
 	if s := out.String(); !strings.Contains(s, "█") && !strings.Contains(s, "▀") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentgw/agentgw/federation"
 )
@@ -32,6 +33,7 @@ func runTrust(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	vis := fs.Bool("visibility", false, "the visibility scope (discovery and metadata)")
 	inv := fs.Bool("invocation", false, "the invocation scope (invoke)")
 	endpoint := fs.String("endpoint", "", "limit the grant to one endpoint JID (default: every endpoint)")
+	asJSON := fs.Bool("json", false, "list: print JSON")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -108,6 +110,26 @@ func runTrust(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		gs, err := st.List(ctx)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			type grant struct {
+				Principal string   `json:"principal"`
+				Endpoint  string   `json:"endpoint,omitempty"`
+				Scope     []string `json:"scope"`
+				Since     string   `json:"since"`
+			}
+			out := []grant{}
+			for _, g := range gs {
+				var scope []string
+				if g.Scope&federation.ScopeVisibility != 0 {
+					scope = append(scope, "visibility")
+				}
+				if g.Scope&federation.ScopeInvocation != 0 {
+					scope = append(scope, "invocation")
+				}
+				out = append(out, grant{g.Principal, g.Endpoint, scope, g.Created.UTC().Format(time.RFC3339)})
+			}
+			return printJSON(stdout, out)
 		}
 		if len(gs) == 0 {
 			fmt.Fprintln(stdout, "no grants: remote domains see and invoke nothing")

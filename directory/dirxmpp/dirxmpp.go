@@ -66,6 +66,9 @@ type Deps struct {
 	// Nodes serves the endpoint disco nodes and features another package
 	// owns (the adhoc commands); nil means none.
 	Nodes EndpointNodes
+	// GatewayNodes serves disco at the gateway's nodes dirxmpp does not
+	// own (the admin commands); nil means none.
+	GatewayNodes GatewayNodes
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
 	Log    *slog.Logger
@@ -82,6 +85,14 @@ type EndpointNodes interface {
 	Features(endpoint string) []string
 	NodeInfo(requester, endpoint, node string) (q *xmltree.Element, ok bool)
 	NodeItems(requester, endpoint, node string) (q *xmltree.Element, ok bool)
+}
+
+// GatewayNodes answers disco at gateway nodes dirxmpp does not own, and
+// adds gateway features, per requester; ok false means item-not-found.
+type GatewayNodes interface {
+	Features(requester string) []string
+	NodeInfo(requester, node string) (q *xmltree.Element, ok bool)
+	NodeItems(requester, gateway, node string) (q *xmltree.Element, ok bool)
 }
 
 type service struct {

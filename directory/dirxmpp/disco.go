@@ -62,10 +62,18 @@ func (s *service) gatewayInfo(_ context.Context, iq component.IQ) (*xmltree.Elem
 		s.SelfRegister.feature(q, requester(iq))
 		features(q, ns.Ping, ns.RSM)
 		features(q, s.GatewayFeatures...)
+		if s.GatewayNodes != nil {
+			features(q, s.GatewayNodes.Features(requester(iq))...)
+		}
 	case ns.Directory:
 		q.Add(identity(ns.TypeDirectory, ""))
 		features(q, ns.DiscoInfo, ns.DiscoItems, ns.RSM)
 	default:
+		if s.GatewayNodes != nil {
+			if q, ok := s.GatewayNodes.NodeInfo(requester(iq), node); ok {
+				return q, nil
+			}
+		}
 		return nil, agentproto.ErrItemNotFound()
 	}
 	return q, nil
@@ -118,6 +126,11 @@ func pageSet(p directory.Page, countOnly bool) *xmltree.Element {
 func (s *service) gatewayItems(_ context.Context, iq component.IQ) (*xmltree.Element, error) {
 	node := iq.Payload.AttrValue("node")
 	if node != "" && node != ns.Directory {
+		if s.GatewayNodes != nil {
+			if q, ok := s.GatewayNodes.NodeItems(requester(iq), s.domain.String(), node); ok {
+				return q, nil
+			}
+		}
 		return nil, agentproto.ErrItemNotFound()
 	}
 	rq, err := parseRSM(iq.Payload)

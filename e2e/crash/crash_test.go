@@ -81,6 +81,7 @@ func TestCrashKill9MidRun(t *testing.T) {
 	e2e.Binary(t) // build once, outside the timed runs
 	for _, kp := range points {
 		t.Run(kp.name, func(t *testing.T) {
+			t.Parallel() // each kill point has its own Prosody, gateway and store
 			t.Logf("kill point %s: after invoke #%d, or %v after the last acceptance", kp.name, kp.midAdmission, kp.delay)
 			crashRun(t, kp)
 		})

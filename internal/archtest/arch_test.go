@@ -45,7 +45,7 @@ var tiers = map[string]int{
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4,
 	"connectorbridge": 4,
 	// Ad-hoc commands over the task engine; catalog change notification.
-	"adhoc": 4, "catalogpush": 4,
+	"adhoc": 4, "adhoc/admincmd": 4, "catalogpush": 4,
 	// A2A both ways.
 	"a2abridge": 4,
 	// The XMPP callers: the MCP front (`agentgw mcp`) and the A2A front

@@ -3,6 +3,7 @@ package sio
 import "testing"
 
 func TestParsePacket(t *testing.T) {
+	t.Parallel()
 	p, err := parsePacket(`2/oan,["oan:event",{"a":1}]`)
 	if err != nil || p.typ != '2' || p.ns != "/oan" || p.data != `["oan:event",{"a":1}]` {
 		t.Fatalf("%+v %v", p, err)

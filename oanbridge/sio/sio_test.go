@@ -51,6 +51,7 @@ func redeem(t *testing.T, s *oantest.Server) string {
 // receives events, survives heartbeats, and sees a refused handshake, a
 // server disconnect and a transport drop each as what they are.
 func TestAgainstNodeSocketIO(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	key := redeem(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

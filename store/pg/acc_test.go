@@ -18,7 +18,8 @@ func openACC(t *testing.T, dsn string) (*pg.ACC, *pg.DB) {
 }
 
 func TestACCConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseACC(t, func(t *testing.T) (accdb.Driver, accdb.Driver) {
 		dsn := srv.NewDatabase(t)
 		a, _ := openACC(t, dsn)
@@ -30,7 +31,8 @@ func TestACCConformance(t *testing.T) {
 // The schema's CHECKs and keys hold for a writer that skips the driver
 // (the same list as store/sqlite's tables).
 func TestACCStoreGuards(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	_, db := openACC(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	const fp = "0000000000000000000000000000000000000000000000000000000000000001"

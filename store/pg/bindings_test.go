@@ -10,7 +10,8 @@ import (
 )
 
 func TestBindingsConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseBindings(t, func(t *testing.T) (bindingdb.Driver, bindingdb.Driver) {
 		dsn := srv.NewDatabase(t)
 		var out [2]bindingdb.Driver

@@ -12,7 +12,8 @@ import (
 )
 
 func TestClusterConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	clustertest.Exercise(t, func(t *testing.T, n int) ([]clustertest.Member, bool) {
 		dsn := srv.NewDatabase(t)
 		ms := make([]clustertest.Member, n)

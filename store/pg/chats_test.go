@@ -17,7 +17,8 @@ func openChats(t *testing.T, dsn string) (*pg.Chats, *pg.DB) {
 }
 
 func TestChatsConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseChats(t, func(t *testing.T) (chatdb.Driver, chatdb.Driver) {
 		dsn := srv.NewDatabase(t)
 		a, _ := openChats(t, dsn)
@@ -29,7 +30,8 @@ func TestChatsConformance(t *testing.T) {
 // The schema's CHECKs hold for a writer that skips the driver's checks
 // (the same list as store/sqlite's table).
 func TestChatsStoreGuards(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	_, db := openChats(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	ins := `INSERT INTO connector_chat_queue (endpoint, direction, message_id, payload, expires_at, created_at, state)

@@ -23,7 +23,8 @@ var set = migrate.Set{Owner: "test", FS: fstest.MapFS{
 // exactly once: the others wait on the advisory lock and find nothing to
 // do.
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	ctx := context.Background()
 	for round := range 3 {
 		dsn := srv.NewDatabase(t)
@@ -75,7 +76,8 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 // A failing migration leaves nothing behind (DDL is transactional), and
 // the error names the file.
 func TestFailedMigrationRollsBack(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
 	broken := migrate.Set{Owner: "broken", FS: fstest.MapFS{
@@ -104,7 +106,8 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 // Errors never carry the DSN's password: not for a DSN that does not
 // parse, not for a refused connection.
 func TestErrorsDoNotCarryThePassword(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	ctx := context.Background()
 	const pw = "s3cr3t-Pa55word"
 	for _, dsn := range []string{

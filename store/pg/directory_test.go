@@ -25,7 +25,8 @@ var (
 )
 
 func TestDirectoryConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseDirectory(t, func(t *testing.T) (dirdb.Driver, dirdb.Driver) {
 		dsn := srv.NewDatabase(t)
 		a, _ := openDirectory(t, dsn)
@@ -37,7 +38,8 @@ func TestDirectoryConformance(t *testing.T) {
 // The schema guards hold for a writer that skips the driver's checks (the
 // same list as store/sqlite's).
 func TestDirectoryStoreGuards(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	s, db := openDirectory(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	const ep = "a@b.example"
@@ -72,7 +74,8 @@ func TestDirectoryStoreGuards(t *testing.T) {
 // leave exactly one active, each call either changing it or finding it
 // active, never an error.
 func TestDirectoryConcurrentActivate(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	dsn := srv.NewDatabase(t)
 	a, _ := openDirectory(t, dsn)
 	b, _ := openDirectory(t, dsn)

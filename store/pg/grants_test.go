@@ -11,7 +11,8 @@ import (
 )
 
 func TestGrantsConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseGrants(t, func(t *testing.T) (federation.GrantStore, federation.GrantStore) {
 		dsn := srv.NewDatabase(t)
 		var out [2]federation.GrantStore
@@ -23,7 +24,8 @@ func TestGrantsConformance(t *testing.T) {
 }
 
 func TestGrantsSchemaRefusesBadScope(t *testing.T) {
-	db := pgharness.Start(t).Open(t)
+	t.Parallel()
+	db := pgharness.Shared(t).Open(t)
 	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO trust_grants VALUES ('a.test', '', 4, now())`); err == nil {
 		t.Fatal("scope 4 stored")
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 func TestOANConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseOAN(t, func(t *testing.T) (oandb.Driver, oandb.Driver) {
 		dsn := srv.NewDatabase(t)
 		var out [2]oandb.Driver

@@ -12,7 +12,8 @@ import (
 )
 
 func TestSelfRegConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseSelfReg(t, func(t *testing.T) (selfregdb.Driver, func() selfregdb.Driver) {
 		dsn := srv.NewDatabase(t)
 		open := func() selfregdb.Driver { return pg.NewSelfReg(pgharness.Open(t, dsn)) }
@@ -23,7 +24,8 @@ func TestSelfRegConformance(t *testing.T) {
 // A ban moves the change generation, which running gateways poll, as
 // store/sqlite's does.
 func TestBanBumpsGeneration(t *testing.T) {
-	db := pgharness.Start(t).Open(t)
+	t.Parallel()
+	db := pgharness.Shared(t).Open(t)
 	ctx := context.Background()
 	before, err := db.Generation(ctx)
 	if err != nil {

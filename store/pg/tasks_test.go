@@ -35,7 +35,8 @@ func newTask() *taskdb.Task {
 }
 
 func TestTasksConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseTasks(t, func(t *testing.T) taskdb.Driver {
 		_, d := openTasks(t, srv.NewDatabase(t))
 		return d
@@ -45,7 +46,8 @@ func TestTasksConformance(t *testing.T) {
 // The schema itself refuses what the engine must never do, also for a
 // writer that bypasses the driver (the same list as store/sqlite's).
 func TestTasksSchemaInvariants(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	db, d := openTasks(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	task := newTask()
@@ -115,7 +117,8 @@ func TestTasksSchemaInvariants(t *testing.T) {
 // task, and every admission that lost the race reads the winner's record
 // in its own transaction.
 func TestTasksConcurrentReplayOneTask(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	dsn := srv.NewDatabase(t)
 	dbA, a := openTasks(t, dsn)
 	_, b := openTasks(t, dsn)
@@ -190,7 +193,8 @@ func TestTasksConcurrentReplayOneTask(t *testing.T) {
 // loses after the first commits: PostgreSQL re-checks the guard on the
 // latest row version.
 func TestTasksConcurrentUpdateOneWinner(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	dsn := srv.NewDatabase(t)
 	_, a := openTasks(t, dsn)
 	_, b := openTasks(t, dsn)
@@ -233,7 +237,8 @@ func TestTasksConcurrentUpdateOneWinner(t *testing.T) {
 }
 
 func TestTasksClusterConformance(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	storetest.ExerciseTaskCluster(t, func(t *testing.T, n int) ([]storetest.TaskClusterDriver, bool) {
 		dsn := srv.NewDatabase(t)
 		hs := make([]storetest.TaskClusterDriver, n)
@@ -249,7 +254,8 @@ func TestTasksClusterConformance(t *testing.T) {
 // reports that as a failed commit instead of success. The connection goes
 // back to the pool clean.
 func TestTasksCommitOfAbortedTransactionFails(t *testing.T) {
-	srv := pgharness.Start(t)
+	t.Parallel()
+	srv := pgharness.Shared(t)
 	_, d := openTasks(t, srv.NewDatabase(t))
 	ctx := context.Background()
 	good, bad := newTask(), newTask()

@@ -374,27 +374,11 @@ var (
 	buildErr  error
 )
 
-// Binary builds cmd/agentgw once per test process and returns its path.
+// Binary builds cmd/agentgw once per test process (from a cache shared
+// by the test processes of one source tree) and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := xmppharness.ModuleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "agentgw-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "agentgw")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/agentgw")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { buildPath, buildErr = buildCached("./cmd/agentgw", "agentgw") })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}

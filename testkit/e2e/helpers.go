@@ -117,27 +117,11 @@ var (
 	refErr  error
 )
 
-// refConnectorBinary builds the reference ACC connector once.
+// refConnectorBinary builds the reference ACC connector once (cached
+// like Binary).
 func refConnectorBinary(t testing.TB) string {
 	t.Helper()
-	refOnce.Do(func() {
-		root, err := xmppharness.ModuleRoot()
-		if err != nil {
-			refErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "refconnector-")
-		if err != nil {
-			refErr = err
-			return
-		}
-		refPath = filepath.Join(dir, "refconnector")
-		cmd := exec.Command("go", "build", "-o", refPath, "./accbridge/acctest/cmd/refconnector")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			refErr = fmt.Errorf("go build refconnector: %v\n%s", err, out)
-		}
-	})
+	refOnce.Do(func() { refPath, refErr = buildCached("./accbridge/acctest/cmd/refconnector", "refconnector") })
 	if refErr != nil {
 		t.Fatal(refErr)
 	}

@@ -3,6 +3,7 @@ package pgharness
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,4 +78,41 @@ func Open(t testing.TB, dsn string, sets ...migrate.Set) *pg.DB {
 func (s *Server) Open(t testing.TB, sets ...migrate.Set) *pg.DB {
 	t.Helper()
 	return Open(t, s.NewDatabase(t), sets...)
+}
+
+var shared struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// Shared returns one server for the whole test binary, started on first
+// use, so a package's tests pay for one server start instead of one each.
+// Its tests take a fresh database each (Open, NewDatabase) and never stop,
+// kill or restart it (those start their own with Start). The package's
+// TestMain calls Main, which stops it when the tests end.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared.srv, shared.err = Launch(ctx, Options{})
+	})
+	if shared.err != nil {
+		if errors.Is(shared.err, ErrNotInstalled) {
+			testkit.Unavailable(t, "%v (run scripts/install-deps.sh)", shared.err)
+		}
+		t.Fatal(shared.err)
+	}
+	return shared.srv
+}
+
+// Main runs the tests and then stops the Shared server, if one started:
+// func TestMain(m *testing.M) { os.Exit(pgharness.Main(m)) }.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared.srv != nil {
+		shared.srv.Close()
+	}
+	return code
 }

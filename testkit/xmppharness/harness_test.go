@@ -80,6 +80,7 @@ func componentAccepts(t *testing.T, srv *xmppharness.Server) {
 }
 
 func TestProsody(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	ctx := context.Background()
 	if srv.Kind != xmppharness.KindProsody || srv.ComponentDomain != "agents.example.test" || len(srv.ComponentSecret) < 16 {
@@ -137,6 +138,7 @@ func TestProsody(t *testing.T) {
 }
 
 func TestProsodyParallelInstances(t *testing.T) {
+	t.Parallel()
 	a := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	b := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{Domain: "other.test"})
 	if a.C2SAddr == b.C2SAddr || a.ComponentAddr == b.ComponentAddr || a.ComponentSecret == b.ComponentSecret {
@@ -152,6 +154,7 @@ func TestProsodyParallelInstances(t *testing.T) {
 }
 
 func TestLaunchRejectsUnsafeValues(t *testing.T) {
+	t.Parallel()
 	_, err := xmppharness.LaunchProsody(context.Background(), xmppharness.ProsodyOptions{
 		ComponentSecret: `x"; os.execute("true") --`, Dir: t.TempDir()})
 	if err == nil || strings.Contains(err.Error(), "os.execute") {
@@ -160,6 +163,7 @@ func TestLaunchRejectsUnsafeValues(t *testing.T) {
 }
 
 func TestEjabberd(t *testing.T) {
+	t.Parallel()
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -180,6 +184,7 @@ func TestEjabberd(t *testing.T) {
 }
 
 func TestFederation(t *testing.T) {
+	t.Parallel()
 	a, b := xmppharness.StartFederation(t)
 	if a.Domain != "a.test" || b.Domain != "b.test" || b.ComponentDomain != "agents.b.test" {
 		t.Fatalf("domains %s %s %s", a.Domain, b.Domain, b.ComponentDomain)

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/agentgw/agentgw/cluster"
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
-	"github.com/agentgw/agentgw/store/pg"
 )
 
 // clusterSession makes doctor's component session a guest of a running
@@ -25,21 +23,17 @@ func (d *doctor) clusterSession(ctx context.Context, cfg *config.Config, cc *com
 		return func() {}
 	}
 	cc.AllowMultiple = cfg.ClusterAllowMultiple()
-	dsn, err := cfg.StoreDSN()
-	if err != nil {
-		return func() {}
-	}
 	octx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	pool, err := pgxpool.New(octx, dsn)
+	st, err := gateway.OpenStores(octx, cfg)
 	if err != nil {
 		return func() {}
 	}
-	bus, err := pg.OpenCluster(octx, pool, d.log)
+	bus, err := st.OpenCluster(octx, d.log)
 	if err != nil {
-		pool.Close()
+		st.Close()
 		return func() {}
 	}
 	cc.Instance, cc.Relay, cc.RelayMaxBytes = ids.New("doctor."), bus, cluster.MaxPayload
-	return func() { bus.Close(); pool.Close() }
+	return func() { bus.Close(); st.Close() }
 }

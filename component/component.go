@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"mellium.im/xmpp"
-	xcomponent "mellium.im/xmpp/component"
 	"mellium.im/xmpp/jid"
 	"mellium.im/xmpp/stream"
 
@@ -88,6 +87,10 @@ type Component struct {
 	dropReason atomic.Pointer[error] // why we closed the current connection ourselves
 
 	connects, reconnects, sent, received, pingFailures atomic.Uint64
+
+	forwardQ                             chan forwardItem
+	forwarded, relayedIn, droppedAnswers atomic.Uint64
+	drops                                dropLog
 }
 
 var _ Sender = (*Component)(nil)
@@ -118,6 +121,12 @@ func New(cfg Config, r *Router) *Component {
 		iqIn:    make(chan inIQ, cfg.Workers*16),
 		shards:  make([]chan *xmltree.Element, cfg.Workers),
 		ready:   make(chan struct{}),
+	}
+	if cfg.Relay != nil {
+		if cfg.Instance == "" || idOwner(cfg.Instance+string(idTagSep)) != cfg.Instance {
+			panic("component: a Relay needs an instance name of 1 to 64 letters, digits, '.', '_' or '-'")
+		}
+		c.forwardQ = make(chan forwardItem, relayQueue)
 	}
 	for i := range c.shards {
 		c.shards[i] = make(chan *xmltree.Element, 64)
@@ -160,6 +169,10 @@ func (c *Component) Stats() Stats {
 		PingFailures: c.pingFailures.Load(),
 		QueueLen:     len(c.queue) + len(c.prio),
 		PendingIQs:   c.pending.len(),
+
+		ForwardedAnswers: c.forwarded.Load(),
+		RelayedAnswers:   c.relayedIn.Load(),
+		DroppedAnswers:   c.droppedAnswers.Load(),
 	}
 }
 
@@ -187,6 +200,15 @@ func (c *Component) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			c.worker(wctx, shard)
+		}()
+	}
+	if c.cfg.Relay != nil {
+		// Subscribe before the first IQ can go out.
+		defer c.cfg.Relay.Subscribe(relayChannelPrefix+c.cfg.Instance, c.relayed)()
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			c.forwarder(wctx)
 		}()
 	}
 	defer workers.Wait()
@@ -254,7 +276,7 @@ func (c *Component) session(ctx context.Context) (time.Duration, error) {
 	// the handshake, so bound it here.
 	_ = conn.SetDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
 	stop := context.AfterFunc(hctx, func() { conn.Close() })
-	sess, err := xcomponent.NewSession(context.Background(), c.cfg.Domain, []byte(c.cfg.Secret), conn)
+	sess, err := newSession(context.Background(), c.cfg.Domain, []byte(c.cfg.Secret), c.cfg.AllowMultiple, conn)
 	if !stop() && err == nil {
 		err = hctx.Err()
 	}
@@ -453,9 +475,15 @@ func (c *Component) keepalive(connCtx context.Context, conn net.Conn) {
 			continue
 		}
 		ping := NewIQ("get", "", c.cfg.Domain, c.cfg.ServerDomain, xmltree.New(ns.Ping, "ping"))
+		sentAt := c.clk.Now().UnixNano()
 		_, err := c.sendIQ(connCtx, ping, true, c.cfg.PingTimeout)
 		var se *agentproto.StanzaError
-		if err == nil || errors.As(err, &se) {
+		// In a cluster the answer may reach another member, which forwards
+		// it here; should the relay itself be down, any stanza read on
+		// this stream after the ping went out proves the stream alive just
+		// as well (the server spreads the members' pongs over all of them).
+		readSince := c.cfg.Relay != nil && errors.Is(err, ErrIQTimeout) && c.lastIn.Load() > sentAt
+		if err == nil || errors.As(err, &se) || readSince {
 			// Any answer, even an error, proves the stream alive; the
 			// answer itself refreshed lastIn.
 			c.lastIn.Store(c.clk.Now().UnixNano())
@@ -513,8 +541,11 @@ func (c *Component) sendIQ(ctx context.Context, iq *xmltree.Element, prio bool, 
 		return nil, errNotRequest
 	}
 	id := iq.AttrValue("id")
-	if id == "" {
+	if id == "" && c.cfg.Relay == nil {
 		id = ids.New("")
+		iq.SetAttr("id", id)
+	} else if c.cfg.Relay != nil {
+		id = c.tagID(id)
 		iq.SetAttr("id", id)
 	}
 	var to jid.JID
@@ -556,8 +587,17 @@ func (c *Component) sendIQ(ctx context.Context, iq *xmltree.Element, prio bool, 
 	case out := <-p.ch: // the answer raced the timeout
 		return answer(out)
 	default:
-		return nil, gaveUp
 	}
+	if gaveUp == ErrIQTimeout && !prio {
+		// One line per answer that never came; the keepalive reports its
+		// own. The payload's name says which feature waited.
+		what := ""
+		if len(iq.Children) > 0 {
+			what = iq.Children[0].Name.Space + " " + iq.Children[0].Name.Local
+		}
+		c.log.Warn("component: no answer to an IQ in time", "id", id, "to", iq.AttrValue("to"), "payload", what, "timeout", timeout)
+	}
+	return nil, gaveUp
 }
 
 func answer(out iqOutcome) (*xmltree.Element, error) {

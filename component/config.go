@@ -54,6 +54,22 @@ type Config struct {
 	// sent that has none, and on stanza error <text/>. "" sets nothing.
 	Lang string
 
+	// Instance and Relay are set in a cluster, where several members
+	// hold sessions for Domain and the server may hand the answer to an
+	// IQ one member sent to another (relay.go): IQ ids carry Instance, and
+	// answers for another member's ids are forwarded to it over Relay.
+	// Nil Relay: a single instance, ids untagged, nothing forwarded.
+	Instance string
+	Relay    Relay
+	// RelayMaxBytes bounds one forwarded answer (cluster.MaxPayload); a
+	// larger answer fails its waiter with ErrAnswerTooLarge. Default 1 MiB.
+	RelayMaxBytes int
+
+	// AllowMultiple sends allowMultiple='true' on the stream header:
+	// Openfire then lets several sessions share the component domain
+	// (the cluster's members); other servers ignore the attribute.
+	AllowMultiple bool
+
 	// Clock drives timers and idle detection; default clock.Real.
 	Clock clock.Clock
 }
@@ -83,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Workers <= 0 {
 		c.Workers = 16
+	}
+	if c.RelayMaxBytes <= 0 {
+		c.RelayMaxBytes = 1 << 20
 	}
 	if c.MaxStanzaBytes <= 0 {
 		c.MaxStanzaBytes = 2 << 20
@@ -122,6 +141,14 @@ type Stats struct {
 	PingFailures uint64 // keepalive pings that failed and caused a reconnect
 	QueueLen     int    // stanzas waiting in the outbound queue
 	PendingIQs   int    // outbound IQs waiting for their answer
+
+	// In a cluster (Config.Relay): answers read here and forwarded to the
+	// member that asked, answers other members forwarded here that
+	// completed a wait, and answers dropped (nobody waited, or they could
+	// not be forwarded).
+	ForwardedAnswers uint64
+	RelayedAnswers   uint64
+	DroppedAnswers   uint64
 }
 
 // FatalError ends Run: the server refused the component for a reason that

@@ -70,7 +70,7 @@ func (c *Component) route(runCtx, connCtx context.Context, el *xmltree.Element, 
 			sp.End()
 			from, err := c.parseFrom(el.AttrValue("from"))
 			if err != nil || !c.pending.resolve(el.AttrValue("id"), from, el) {
-				c.log.Debug("component: dropped an IQ answer nobody waits for")
+				c.unmatched(el)
 			}
 			return
 		case "get", "set":

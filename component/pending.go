@@ -91,6 +91,19 @@ func (t *pendingTable) resolve(id string, from jid.JID, el *xmltree.Element) boo
 	return true
 }
 
+// fail ends the wait of the request with id, answered by from, with err.
+func (t *pendingTable) fail(id string, from jid.JID, err error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.m[id]
+	if p == nil || !t.answers(p.to, from) {
+		return false
+	}
+	delete(t.m, id)
+	p.ch <- iqOutcome{err: err}
+	return true
+}
+
 // answers reports whether from may answer a request sent to to (RFC 6120
 // §8.1.2.1): the addressee itself, its bare JID, or the server for a
 // request without "to".

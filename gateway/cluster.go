@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/cluster"
+	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/store/pg"
 	"github.com/agentgw/agentgw/tasks"
@@ -52,6 +53,19 @@ func (g *Gateway) setupCluster(ctx context.Context) error {
 	g.cl = &clusterParts{instance: g.cfg.Cluster.Instance, bus: bus, ttl: g.cfg.LeaseTTL()}
 	g.log.Info("cluster mode", "instance", g.cl.instance, "lease", g.cl.ttl)
 	return nil
+}
+
+// componentRelay adds cluster mode to the component's config: IQ answers
+// read by another member reach this one over the bus (component/relay.go),
+// and the stream header carries Openfire's allowMultiple unless [cluster]
+// allow_multiple is false.
+func (g *Gateway) componentRelay(cc component.Config) component.Config {
+	if g.cl == nil {
+		return cc
+	}
+	cc.Instance, cc.Relay, cc.RelayMaxBytes = g.cl.instance, g.cl.bus, cluster.MaxPayload
+	cc.AllowMultiple = g.cfg.ClusterAllowMultiple()
+	return cc
 }
 
 // Instance is this gateway's cluster instance name, "" outside cluster

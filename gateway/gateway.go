@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	g.Limiter = federation.NewLimiter(rates(cfg.Federation.Rates), rates(cfg.Federation.Local), cfg.Federation.DomainMultiplier, g.Policy.IsLocal)
 
 	g.Router = component.NewRouter(g.domain, dirxmpp.NewResolver(g.Registry, g.Policy), log)
-	g.Component = component.New(component.Config{
+	g.Component = component.New(g.componentRelay(component.Config{
 		Domain:       g.domain,
 		Addr:         cfg.XMPP.Server,
 		Secret:       secret,
@@ -164,7 +164,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		PingInterval: cfg.PingInterval(),
 		IQTimeout:    cfg.IQTimeout(),
 		Lang:         cfg.XMPP.Lang,
-	}, g.Router)
+	}), g.Router)
 
 	for ep, b := range g.opts.ExtraBackends {
 		g.backends[ep] = b

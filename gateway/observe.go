@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/internal/metrics"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskxmpp"
@@ -111,13 +112,18 @@ func (g *Gateway) watchComponent(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var reconnects uint64
+	var last component.Stats
 	for {
 		g.Metrics.SetConnected(g.Component.Connected())
-		if r := g.Component.Stats().Reconnects; r > reconnects {
+		st := g.Component.Stats()
+		if r := st.Reconnects; r > reconnects {
 			for ; reconnects < r; reconnects++ {
 				g.Metrics.Reconnected()
 			}
 		}
+		g.Metrics.AddIQAnswers(st.ForwardedAnswers-last.ForwardedAnswers,
+			st.RelayedAnswers-last.RelayedAnswers, st.DroppedAnswers-last.DroppedAnswers)
+		last = st
 		select {
 		case <-ctx.Done():
 			return nil

@@ -229,7 +229,7 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 	}
 	errs := &lastError{}
 	log := slog.New(&capture{next: d.log.Handler(), last: errs})
-	comp := component.New(component.Config{
+	ccfg := component.Config{
 		Domain:           dom,
 		Addr:             addr,
 		Secret:           secret,
@@ -242,7 +242,9 @@ func (d *doctor) checkXMPP(ctx context.Context, cfg *config.Config, secret strin
 		// the first failed.
 		MinBackoff: 2 * d.timeout,
 		MaxBackoff: 2 * d.timeout,
-	}, component.NewRouter(dom, nil, log))
+	}
+	defer d.clusterSession(ctx, cfg, &ccfg)()
+	comp := component.New(ccfg, component.NewRouter(dom, nil, log))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- comp.Run(runCtx) }()

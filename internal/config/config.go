@@ -103,6 +103,16 @@ type Cluster struct {
 	// to a survivor between LeaseSeconds and 4/3·LeaseSeconds after its
 	// last renewal. Default 10, 1 to 300.
 	LeaseSeconds int `toml:"lease_seconds"`
+	// AllowMultiple sends Openfire's allowMultiple attribute on the
+	// component stream header in cluster mode, so that Openfire lets the
+	// members share the component domain (docs/cluster.md, openfire/).
+	// Default true; ejabberd ignores it. Unused on SQLite.
+	AllowMultiple *bool `toml:"allow_multiple"`
+}
+
+// ClusterAllowMultiple is [cluster] allow_multiple with its default.
+func (c *Config) ClusterAllowMultiple() bool {
+	return c.Cluster.AllowMultiple == nil || *c.Cluster.AllowMultiple
 }
 
 // LeaseTTL is [cluster] lease_seconds as a duration.

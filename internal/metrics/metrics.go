@@ -87,6 +87,7 @@ type Metrics struct {
 	eventSendFails   prometheus.Counter
 	connected        prometheus.Gauge
 	reconnects       prometheus.Counter
+	iqAnswers        *prometheus.CounterVec
 	backendUp        *prometheus.GaugeVec
 
 	isConnected atomic.Bool
@@ -146,10 +147,17 @@ func NewInstance(instance string) *Metrics {
 			Name: "agentgw_component_reconnects_total",
 			Help: "Connection attempts to the XMPP server after a lost or failed stream.",
 		}),
+		iqAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentgw_component_iq_answers_total",
+			Help: "Cluster mode: IQ answers read by this member for another member and forwarded to it (forwarded), forwarded here by another member (relayed), or dropped because nobody waited for them or they could not be forwarded (dropped).",
+		}, []string{"path"}),
 		backendUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentgw_backend_up",
 			Help: "1 while an agent endpoint's backend (MCP server or connector) is available, else 0.",
 		}, []string{"endpoint"}),
+	}
+	for _, p := range []string{"forwarded", "relayed", "dropped"} {
+		m.iqAnswers.WithLabelValues(p)
 	}
 	for _, o := range outcomes {
 		m.admissions.WithLabelValues(o)
@@ -164,7 +172,7 @@ func NewInstance(instance string) *Metrics {
 	}
 	reg.MustRegister(
 		m.admissions, m.replays, m.conflicts, m.admissionSeconds, m.taskSeconds,
-		m.eventSendFails, m.connected, m.reconnects, m.backendUp,
+		m.eventSendFails, m.connected, m.reconnects, m.iqAnswers, m.backendUp,
 		newTaskCollector(m),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -236,6 +244,17 @@ func (m *Metrics) Reconnected() {
 		return
 	}
 	m.reconnects.Inc()
+}
+
+// AddIQAnswers records cluster IQ answers by path: forwarded to another
+// member, relayed here by one, dropped.
+func (m *Metrics) AddIQAnswers(forwarded, relayed, dropped uint64) {
+	if m == nil {
+		return
+	}
+	m.iqAnswers.WithLabelValues("forwarded").Add(float64(forwarded))
+	m.iqAnswers.WithLabelValues("relayed").Add(float64(relayed))
+	m.iqAnswers.WithLabelValues("dropped").Add(float64(dropped))
 }
 
 // SetBackendUp records an endpoint's backend availability.

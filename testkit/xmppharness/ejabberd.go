@@ -28,6 +28,10 @@ type EjabberdOptions struct {
 	// the module root; default EjabberdSnippet (the cluster test loads
 	// deploy/cluster/ejabberd-listener.yml).
 	Snippet string
+	// HTTPUpload adds the XEP-0363 service upload.<Domain>
+	// (mod_http_upload) on a plain-HTTP listener (Server.HTTPAddr), open
+	// to every JID, components included.
+	HTTPUpload bool
 }
 
 // LaunchEjabberd writes a private config dir and runs
@@ -72,6 +76,32 @@ func LaunchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, error) {
 		}
 	}
 	c2sPort, compPort, distPort := p[0], p[1], p[2]
+	httpAddr, uploadDomain, uploadListen, uploadModule := "", "", "", ""
+	if o.HTTPUpload {
+		port, err := freePort(o.Interface)
+		if err != nil {
+			return nil, err
+		}
+		if err := mkdirs(filepath.Join(dir, "upload")); err != nil {
+			return nil, err
+		}
+		httpAddr = net.JoinHostPort(o.Interface, strconv.Itoa(port))
+		uploadDomain = "upload." + o.Domain
+		uploadListen = fmt.Sprintf(`  -
+    port: %d
+    ip: %q
+    module: ejabberd_http
+    request_handlers:
+      /upload: mod_http_upload
+`, port, o.Interface)
+		uploadModule = fmt.Sprintf(`  mod_http_upload:
+    host: %q
+    put_url: "http://%s/upload"
+    docroot: %q
+    access: all
+    max_size: 10485760
+`, uploadDomain, httpAddr, filepath.Join(dir, "upload"))
+	}
 	if o.Snippet == "" {
 		o.Snippet = EjabberdSnippet
 	}
@@ -100,7 +130,7 @@ listen:
     starttls: true
     max_stanza_size: 4194304
     access: c2s
-# The operator snippet, rendered from %s:
+%s# The operator snippet, rendered from %s:
 %s
 acl:
   local:
@@ -121,7 +151,7 @@ modules:
   mod_ping: {}
   mod_roster: {}
   mod_admin_extra: {}
-`, o.Domain, pem, c2sPort, o.Interface, o.Snippet, strings.TrimRight(snippet, "\n"))
+%s`, o.Domain, pem, c2sPort, o.Interface, uploadListen, o.Snippet, strings.TrimRight(snippet, "\n"), uploadModule)
 	for _, m := range o.Modules {
 		cfg += "  " + m + ": {}\n"
 	}
@@ -166,6 +196,8 @@ modules:
 		C2SAddr:         net.JoinHostPort(o.Interface, strconv.Itoa(c2sPort)),
 		ComponentAddr:   net.JoinHostPort(o.Interface, strconv.Itoa(compPort)),
 		CAFile:          crt,
+		UploadDomain:    uploadDomain,
+		HTTPAddr:        httpAddr,
 		logPath:         logPath,
 	}
 	s.ports = []string{s.C2SAddr, s.ComponentAddr}

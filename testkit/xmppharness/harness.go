@@ -59,8 +59,8 @@ type Server struct {
 	ComponentAddr   string // host:port of the XEP-0114 listener
 	S2SAddr         string // host:port of the S2S listener, "" without S2S
 	CAFile          string // PEM certificate that clients should trust
-	// UploadDomain is the XEP-0363 service (mod_http_file_share), "" unless
-	// ProsodyOptions.HTTPUpload; HTTPAddr is the plain-HTTP listener (of
+	// UploadDomain is the XEP-0363 service (Prosody's mod_http_file_share,
+	// ejabberd's mod_http_upload), "" unless HTTPUpload was asked; HTTPAddr is the plain-HTTP listener (of
 	// the upload service or of WebSocket), "" without either.
 	UploadDomain string
 	HTTPAddr     string

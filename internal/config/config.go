@@ -35,6 +35,8 @@ type Config struct {
 	Cluster   Cluster   `toml:"cluster"`
 	// Telemetry is OpenTelemetry tracing; off by default.
 	Telemetry Telemetry `toml:"telemetry"`
+	// Console is the operator web console; off by default.
+	Console Console `toml:"console"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -401,6 +403,7 @@ func dirOf(path string) string {
 
 func (c *Config) applyDefaults() {
 	c.Telemetry.applyDefaults()
+	c.Console.applyDefaults()
 	if c.XMPP.PingIntervalSeconds == 0 {
 		c.XMPP.PingIntervalSeconds = 60
 	}
@@ -625,6 +628,7 @@ func (c *Config) validate(sections Sections) error {
 	c.validateACC(add)
 	errs = append(errs, c.Messaging.validate()...)
 	errs = append(errs, c.Telemetry.validate()...)
+	errs = append(errs, c.Console.validate()...)
 	switch st := c.Store; st.Driver {
 	case "", DriverSQLite:
 		if st.DSNEnv != "" || st.DSNFile != "" {

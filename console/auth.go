@@ -155,12 +155,12 @@ func (s *Server) sessionOf(r *http.Request) *session {
 // sameOrigin refuses cross-site state changes before the CSRF token is
 // even read: a browser's Origin (or Sec-Fetch-Site) must be this site.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		return origin == ""
+	if origin == "" {
+		return true // not a browser's cross-site form (they send Origin)
 	}
 	o := strings.TrimPrefix(strings.TrimPrefix(origin, "https://"), "http://")
 	return o == r.Host

@@ -93,6 +93,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, ss *session, pag
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.Handle("GET /static/", s.static)
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))

@@ -629,6 +629,9 @@ func (c *Config) validate(sections Sections) error {
 	errs = append(errs, c.Messaging.validate()...)
 	errs = append(errs, c.Telemetry.validate()...)
 	errs = append(errs, c.Console.validate()...)
+	if (c.Console.TokenEnv != "" || c.Console.TokenFile != "") && c.Console.Listen != "" && len(c.XMPP.Admins) == 0 {
+		errs = append(errs, errors.New("[console] a token login acts as the first of [xmpp] admins: list one"))
+	}
 	switch st := c.Store; st.Driver {
 	case "", DriverSQLite:
 		if st.DSNEnv != "" || st.DSNFile != "" {

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -16,11 +17,13 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/adhoc/admincmd"
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/console"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/store"
 	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
 const (
@@ -434,5 +437,63 @@ func TestRateLimits(t *testing.T) {
 	}
 	if got[9] != http.StatusOK || got[10] != http.StatusTooManyRequests || got[11] != http.StatusTooManyRequests {
 		t.Errorf("request codes %v: want ten 200 then 429", got)
+	}
+}
+
+// TestTaskListSearchAndPages: the task list reads the store newest first,
+// filters by the search box and by live/settled, pages by 50, and shows a
+// hostile tool name as text.
+func TestTaskListSearchAndPages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, opts{})
+	ctx := context.Background()
+	tx, err := e.drv.Tasks.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-time.Hour)
+	for i := 0; i < 60; i++ {
+		tool := "forecast"
+		if i == 59 {
+			tool = hostile
+		}
+		tk := &taskdb.Task{ID: fmt.Sprintf("task-%016x%s", i, "aaaaaaaaaaaaaaaa"), Caller: user, Route: user + "/r", Endpoint: "weather@agents.example.test",
+			RequestID: fmt.Sprintf("req-%030d", i), Tool: tool, APIVersion: "1.4.0", ManifestHash: "h", Arguments: []byte(`{}`), Fingerprint: make([]byte, 32), Revision: 1,
+			State: agentproto.StateRunning, Created: base.Add(time.Duration(i) * time.Second), Updated: base, RetainUntil: base.Add(48 * time.Hour), PurgeAfter: base.Add(48 * time.Hour)}
+		if i%2 == 0 {
+			tk.State, tk.Result = agentproto.StateCompleted, []byte(`{"result":{}}`)
+		}
+		if _, err := tx.InsertTask(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client()
+	c.loginToken()
+	count := func(page string) int { return strings.Count(page, `<a href="/tasks/task-`) }
+	_, page := c.do("GET", "/tasks", nil)
+	if n := count(page); n != 50 || !strings.Contains(page, "older →") || strings.Contains(page, "<script>alert") {
+		t.Errorf("first page: %d tasks", n)
+	}
+	if first := strings.Index(page, "task-000000000000003b"); first < 0 || first > strings.Index(page, "task-000000000000003a") {
+		t.Error("the newest task is not first")
+	}
+	_, page = c.do("GET", "/tasks?page=1", nil)
+	if n := count(page); n != 10 || strings.Contains(page, "older →") {
+		t.Errorf("second page: %d tasks", n)
+	}
+	_, page = c.do("GET", "/tasks?show=live", nil)
+	if n := count(page); n != 30 || strings.Contains(page, ">completed<") {
+		t.Errorf("live: %d tasks", n)
+	}
+	_, page = c.do("GET", "/tasks?show=settled&q=000000000000001", nil)
+	if n := count(page); n != 8 {
+		t.Errorf("settled matching 1x: %d tasks", n)
+	}
+	_, page = c.do("GET", "/tasks?q="+url.QueryEscape("<SCRIPT>"), nil)
+	if n := count(page); n != 1 || strings.Contains(page, "<script>alert") || !strings.Contains(page, "&lt;script&gt;alert(1)") {
+		t.Errorf("hostile tool search: %d tasks", n)
 	}
 }

@@ -26,8 +26,9 @@ func (s *Server) taskRoutes(m *http.ServeMux) {
 // taskPageSize bounds the tasks listed at once.
 const taskPageSize = 50
 
-// taskList shows the live (unsettled) tasks, filtered by the search box
-// (task ID, endpoint, tool or caller), and jumps to a task by its ID.
+// taskList shows the tasks newest first, live, settled or all, filtered by
+// the search box (task ID, endpoint, tool or caller), a page at a time, and
+// jumps to a task by its ID.
 func (s *Server) taskList(w http.ResponseWriter, r *http.Request, ss *session) {
 	if s.d.Tasks == nil {
 		http.Error(w, "No task store.", http.StatusNotFound)
@@ -43,22 +44,41 @@ func (s *Server) taskList(w http.ResponseWriter, r *http.Request, ss *session) {
 			return
 		}
 	}
-	live, err := s.d.Tasks.Unsettled(r.Context())
-	if err != nil {
-		http.Error(w, "The tasks could not be read; the gateway's log has the reason.", http.StatusInternalServerError)
-		return
+	show := r.URL.Query().Get("show")
+	if show != "live" && show != "settled" {
+		show = "all"
 	}
 	var rows []taskdb.Task
-	lq := strings.ToLower(q)
-	for _, t := range live {
-		if q == "" || strings.Contains(strings.ToLower(t.ID+" "+t.Endpoint+" "+t.Tool+" "+t.Caller), lq) {
-			rows = append(rows, t)
+	var page pageInfo
+	var more bool
+	if l, ok := s.d.Tasks.(taskdb.Lister); ok {
+		page, _ = pageOf(r, 1<<30, taskPageSize)
+		got, err := l.Recent(r.Context(), taskdb.RecentQuery{Search: q, Live: show == "live", Settled: show == "settled", Offset: page.From, Limit: taskPageSize + 1})
+		if err != nil {
+			s.d.Log.Warn("console: recent tasks", "err", err)
+			http.Error(w, "The tasks could not be read; the gateway's log has the reason.", http.StatusInternalServerError)
+			return
 		}
+		more = len(got) > taskPageSize
+		rows = got[:min(len(got), taskPageSize)]
+		page.To, page.Total = page.From+len(rows), -1
+	} else {
+		live, err := s.d.Tasks.Unsettled(r.Context())
+		if err != nil {
+			http.Error(w, "The tasks could not be read; the gateway's log has the reason.", http.StatusInternalServerError)
+			return
+		}
+		lq := strings.ToLower(q)
+		for _, t := range live {
+			if q == "" || strings.Contains(strings.ToLower(t.ID+" "+t.Endpoint+" "+t.Tool+" "+t.Caller), lq) {
+				rows = append(rows, t)
+			}
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].Created.After(rows[j].Created) })
+		page, more = pageOf(r, len(rows), taskPageSize)
+		rows = rows[page.From:page.To]
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Created.After(rows[j].Created) })
-	page, more := pageOf(r, len(rows), taskPageSize)
-	rows = rows[page.From:page.To]
-	s.render(w, r, ss, "tasks", map[string]any{"Rows": rows, "Q": q, "Page": page, "More": more})
+	s.render(w, r, ss, "tasks", map[string]any{"Rows": rows, "Q": q, "Show": show, "Page": page, "More": more})
 }
 
 // taskView is a task as the task page and its polling script read it.

@@ -65,8 +65,9 @@ type Deps struct {
 	Health func(endpoint string) string
 	// Bridges, when set, lists the connectors and bridges for their page.
 	Bridges func(ctx context.Context) []BridgeRow
-	// Cluster, when set, lists the members and leases for the cluster page.
-	Cluster func(ctx context.Context) ([]MemberRow, error)
+	// Cluster, when set, lists the members and leases for the bridges
+	// page; a nil view outside cluster mode.
+	Cluster func(ctx context.Context) (*ClusterView, error)
 
 	// Secure marks cookies Secure (the console is served over TLS).
 	Secure bool
@@ -84,10 +85,26 @@ type BridgeRow struct {
 	Kind, Name, Endpoint, State, Detail string
 }
 
-// MemberRow is one cluster member and its lease.
+// ClusterView is the cluster's members and leases.
+type ClusterView struct {
+	Members []MemberRow
+	Leases  []LeaseRow
+}
+
+// MemberRow is one cluster member: its lease and its unsettled tasks.
 type MemberRow struct {
-	Instance, Expires, State string
-	Tasks                    int
+	Instance string
+	Joined   time.Time
+	Expires  time.Time
+	Live     bool
+	Tasks    int
+}
+
+// LeaseRow is one named lease (a bridge connection, a singleton).
+type LeaseRow struct {
+	Name, Holder string
+	Expires      time.Time
+	Live         bool
 }
 
 // Server is the console's HTTP handler.

@@ -89,6 +89,13 @@ func newEnv(t *testing.T, o opts) *env {
 			}
 			return errors.New("not-authorized")
 		}}
+	d.Bridges = func(context.Context) []console.BridgeRow {
+		return []console.BridgeRow{{Kind: "mcp", Endpoint: "weather@agents.example.test", State: "ready"}, {Kind: "a2a", Endpoint: hostile, State: "none"}}
+	}
+	d.Cluster = func(context.Context) (*console.ClusterView, error) {
+		return &console.ClusterView{Members: []console.MemberRow{{Instance: "gw-a", Live: true, Tasks: 3}},
+			Leases: []console.LeaseRow{{Name: "conn:" + hostile, Holder: "gw-a", Live: true}}}, nil
+	}
 	if d.RequestsBurst == 0 {
 		d.RequestsBurst = 1000
 	}
@@ -164,7 +171,7 @@ func TestHeadersAndNoInlineScript(t *testing.T) {
 	csrf := c.loginToken()
 	_ = csrf
 	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>[^<]|<[a-z][^>]*\s(?:on[a-z]+|style)\s*=|javascript:`)
-	for _, p := range []string{"/login", "/agents", "/agents/weather@agents.example.test", "/grants", "/selfreg", "/tasks"} {
+	for _, p := range []string{"/login", "/agents", "/agents/weather@agents.example.test", "/grants", "/selfreg", "/tasks", "/bridges"} {
 		resp, body := c.do("GET", p, nil)
 		if resp.StatusCode != http.StatusOK && p != "/login" {
 			t.Fatalf("GET %s: %d", p, resp.StatusCode)
@@ -362,7 +369,7 @@ func TestHostileInputIsText(t *testing.T) {
 	e := newEnv(t, opts{})
 	c := e.client()
 	csrf := c.loginToken()
-	for _, p := range []string{"/agents", "/agents/weather@agents.example.test"} {
+	for _, p := range []string{"/agents", "/agents/weather@agents.example.test", "/bridges"} {
 		_, body := c.do("GET", p, nil)
 		for _, bad := range []string{"<script>alert", "<img src=x", "</pre><script>"} {
 			if strings.Contains(body, bad) {

@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /grants/{op}", s.authed(s.grantOp))
 	m.HandleFunc("GET /selfreg", s.authed(s.selfreg))
 	m.HandleFunc("POST /selfreg/{op}", s.authed(s.selfregOp))
+	m.HandleFunc("GET /bridges", s.authed(s.bridges))
 	s.taskRoutes(m)
 	s.mux = m
 }
@@ -274,4 +275,27 @@ func (s *Server) selfregOp(w http.ResponseWriter, r *http.Request, ss *session) 
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+func (s *Server) bridges(w http.ResponseWriter, r *http.Request, ss *session) {
+	data := map[string]any{}
+	if s.d.Bridges != nil {
+		rows := s.d.Bridges(r.Context())
+		sort.SliceStable(rows, func(i, j int) bool {
+			if rows[i].Kind != rows[j].Kind {
+				return rows[i].Kind < rows[j].Kind
+			}
+			return rows[i].Endpoint < rows[j].Endpoint
+		})
+		data["Rows"] = rows
+	}
+	if s.d.Cluster != nil {
+		v, err := s.d.Cluster(r.Context())
+		if err != nil {
+			s.d.Log.Warn("console: cluster", "err", err)
+			data["ClusterError"] = "The cluster's members or leases could not be read; the gateway's log has the reason."
+		}
+		data["Cluster"] = v
+	}
+	s.render(w, r, ss, "bridges", data)
 }

@@ -1,9 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"strings"
 
+	"mellium.im/xmpp/jid"
+
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/cluster"
+	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
 // ConsoleResource is the resource of the route of tasks the operator web
@@ -29,4 +34,45 @@ func (g *Gateway) BackendState(endpoint string) string {
 		return "starting"
 	}
 	return "ready"
+}
+
+// BridgeInfo is one configured agent's bridge, for the console.
+type BridgeInfo struct {
+	Kind     string // the [agents.<kind>] section: mcp, connector, acc, oan, a2a …; "manifest" for a static agent
+	Endpoint string
+	State    string // BackendState
+}
+
+// BridgeList lists the configured agents by bridge kind: their endpoint
+// and backend state; nothing from their sections (which hold URLs and
+// secret sources) is shown.
+func (g *Gateway) BridgeList() []BridgeInfo {
+	var out []BridgeInfo
+	for _, a := range g.cfg.Agents {
+		kind := a.Backend
+		if kind == "" {
+			kind = "manifest"
+		}
+		ep := a.JID
+		if j, err := jid.Parse(a.JID); err == nil {
+			ep = j.Bare().String()
+		}
+		out = append(out, BridgeInfo{Kind: kind, Endpoint: ep, State: g.BackendState(ep)})
+	}
+	return out
+}
+
+// ClusterMembers are the instances sharing the store and their task
+// leases; ok false outside cluster mode.
+func (g *Gateway) ClusterMembers(ctx context.Context) (members []taskdb.Instance, leases []cluster.Lease, ok bool, err error) {
+	if g.cl == nil {
+		return nil, nil, false, nil
+	}
+	if c, isCluster := g.Store.Tasks.(taskdb.Cluster); isCluster {
+		if members, err = c.Instances(ctx); err != nil {
+			return nil, nil, true, err
+		}
+	}
+	leases, err = g.cl.bus.List(ctx)
+	return members, leases, true, err
 }

@@ -53,6 +53,7 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 		IsAdmin: gw.Policy.IsAdmin, Token: token, RouteResource: gateway.ConsoleResource,
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
 		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
+		Bridges: consoleBridges(gw), Cluster: consoleCluster(gw),
 		Secure: cfg.Console.TLS(), SessionTTL: cfg.SessionTTL(),
 		RequestsPerSecond: cfg.Console.RequestsPerSecond, RequestsBurst: cfg.Console.RequestsBurst, Log: log.With("part", "console"),
 	}
@@ -63,4 +64,33 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 		d.CheckPassword = console.XMPPLogin(cfg.Console.LoginServer, cfg.Path(cfg.Console.LoginCAFile))
 	}
 	return console.New(d)
+}
+
+// consoleBridges and consoleCluster adapt the gateway's lists to the
+// console's rows.
+func consoleBridges(gw *gateway.Gateway) func(context.Context) []console.BridgeRow {
+	return func(context.Context) []console.BridgeRow {
+		var out []console.BridgeRow
+		for _, b := range gw.BridgeList() {
+			out = append(out, console.BridgeRow{Kind: b.Kind, Endpoint: b.Endpoint, State: b.State})
+		}
+		return out
+	}
+}
+
+func consoleCluster(gw *gateway.Gateway) func(context.Context) (*console.ClusterView, error) {
+	return func(ctx context.Context) (*console.ClusterView, error) {
+		members, leases, ok, err := gw.ClusterMembers(ctx)
+		if !ok {
+			return nil, err
+		}
+		v := &console.ClusterView{}
+		for _, m := range members {
+			v.Members = append(v.Members, console.MemberRow{Instance: m.Name, Joined: m.Joined, Expires: m.Expires, Live: m.Live, Tasks: m.Unsettled})
+		}
+		for _, l := range leases {
+			v.Leases = append(v.Leases, console.LeaseRow{Name: l.Name, Holder: l.Holder, Expires: l.Expires, Live: l.Live})
+		}
+		return v, err
+	}
 }

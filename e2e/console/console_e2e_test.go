@@ -42,6 +42,20 @@ func startConsole(t *testing.T) (*e2e.Env, string) {
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
 		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
 		CheckPassword: console.XMPPLogin(srv.C2SAddr, srv.CAFile), RequestsPerSecond: 50, RequestsBurst: 500,
+		Bridges: func(context.Context) []console.BridgeRow {
+			var out []console.BridgeRow
+			for _, b := range gw.BridgeList() {
+				out = append(out, console.BridgeRow{Kind: b.Kind, Endpoint: b.Endpoint, State: b.State})
+			}
+			return out
+		},
+		Cluster: func(ctx context.Context) (*console.ClusterView, error) {
+			_, _, ok, err := gw.ClusterMembers(ctx)
+			if !ok {
+				return nil, err
+			}
+			return &console.ClusterView{}, err
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +254,7 @@ func TestConsoleBrowser(t *testing.T) {
 	shows("cancel", "shown", "cancelled")
 	shows("grant", "shown", "partner.example", "Granted")
 	shows("revoke", "shown", "Revoked")
+	shows("bridges", "shown", "manifest", e.Endpoint("weather").String(), "Not a cluster")
 	if gs, _ := e.Gateway.Store.Grants.List(context.Background()); len(gs) != 0 {
 		t.Errorf("grants after revoke: %v", gs)
 	}

@@ -124,6 +124,11 @@ try {
     await shoot('selfreg');
     return { shown: await text() };
   });
+  await flow('bridges', async () => {
+    await page.goto(`${BASE_URL}/bridges`);
+    await shoot('bridges');
+    return { shown: await text() };
+  });
   if (problems.length) { failed = true; emit({ flow: 'page', error: problems.join('\n') }); }
 } catch (e) {
   failed = true;

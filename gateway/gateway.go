@@ -230,6 +230,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		ChatFeatures:  g.Messaging.Features,
 		ReplaySeconds: cfg.Tasks.ReplaySeconds,
 		Sender:        g.Component,
+		Subscribers:   g.Store.Presence,
 		Log:           log,
 	}
 	deps.Nodes, deps.GatewayFeatures = g.Adhoc, g.Catalog.Features()

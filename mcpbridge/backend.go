@@ -123,6 +123,17 @@ type Backend struct {
 
 	running atomic.Bool
 
+	// Task-augmented calls (taskcall.go), under mu: by remote task id and
+	// by progress token.
+	remote         map[string]*taskCall
+	remoteTokens   map[string]*taskCall
+	unknownLogged  atomic.Bool
+	unknownDropped atomic.Int64
+	leftBehind     atomic.Int64    // HTTP tasks left running at shutdown
+	creating       atomic.Int64    // task-augmented tools/call awaiting their task
+	recent         map[string]bool // ended remote task ids, under mu
+	recentOrder    []string
+
 	// observe, when set before Start (tests), sees every JSON-RPC frame.
 	observe func(out bool, frame []byte)
 }
@@ -273,8 +284,11 @@ type session struct {
 	done        chan struct{} // closed when the connection ended
 	listChanged chan struct{}
 
-	mu    sync.Mutex
-	calls map[string]*callState // by progress token
+	nd *ndjsonConn // stdio: the connection, whose wire carries task requests
+
+	mu          sync.Mutex
+	calls       map[string]*callState // by progress token
+	taskSupport map[string]string     // tool name → execution.taskSupport
 
 	// Under Backend.mu (pool.go).
 	busy  bool        // a call holds the session
@@ -425,6 +439,11 @@ func (b *Backend) connect(ctx context.Context) (*session, error) {
 	}
 	if st != nil {
 		s.proc = st.proc
+		s.nd = st.conn
+		if s.nd != nil {
+			fn := b.onTaskStatus
+			s.nd.wire.notify.Store(&fn)
+		}
 	}
 	ir := cs.InitializeResult()
 	s.state.info = ir.ServerInfo

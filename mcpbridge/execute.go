@@ -40,6 +40,12 @@ type callState struct {
 	gone            atomic.Bool            // the session ended
 	unsupported     atomic.Pointer[string] // first declined feature's code
 
+	// imu orders a task call's status relay with its questions: while an
+	// input request is pending nothing else is committed, because a
+	// revision moved under it would make the caller's answer conflict.
+	imu    sync.Mutex
+	asking bool
+
 	pmu         sync.Mutex
 	lastPercent float64
 	handled     atomic.Int64  // progress notifications handled
@@ -102,6 +108,13 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		case <-st.ctx.Done():
 		}
 	}()
+
+	if s := b.current(); s != nil && s.taskAugmented(call.Tool) {
+		// A task of the server's own: attributed by its id, so the call
+		// shares the supervised session (taskcall.go).
+		b.executeTask(ctx, s, call, st)
+		return
+	}
 
 	s, shared, err := b.acquire(st.ctx)
 	if err != nil {
@@ -322,8 +335,16 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 	token, _ := req.Params.ProgressToken.(string)
 	st := s.call(token)
 	if st == nil {
+		if tc := b.remoteByToken(token); tc != nil {
+			b.taskProgress(tc, req.Params)
+		}
 		return
 	}
+	b.progress(st, req.Params)
+}
+
+// progress turns one notifications/progress into task progress.
+func (b *Backend) progress(st *callState, p *mcp.ProgressNotificationParams) {
 	defer func() {
 		st.handled.Add(1)
 		select {
@@ -331,7 +352,6 @@ func (b *Backend) onProgress(_ context.Context, req *mcp.ProgressNotificationCli
 		default:
 		}
 	}()
-	p := req.Params
 	var pr tasks.Progress
 	st.pmu.Lock()
 	if p.Total > 0 && !math.IsNaN(p.Progress) && !math.IsInf(p.Progress, 0) && !math.IsInf(p.Total, 0) {
@@ -364,11 +384,38 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 		// request; a context carrying another call must not decide.
 		st = nil
 	}
+	return b.elicit(ctx, s, st, req.Params)
+}
+
+// elicit carries one elicitation as an input request. A request with
+// related-task metadata (MCP Tasks) belongs to the task it names, and to
+// nothing else; without it, to the call its context carries or the
+// session's sole call.
+func (b *Backend) elicit(ctx context.Context, s *session, st *callState, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	why := "unknown session"
+	if id, ok := relatedTask(p.Meta); ok {
+		tc := b.remoteCall(id)
+		if tc == nil {
+			b.unknownTask("elicitation/create")
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "agentgw has no task with this related-task id"}
+		}
+		select {
+		case <-tc.ready: // the handle is committed
+		case <-tc.st.ctx.Done():
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		case <-ctx.Done():
+			return &mcp.ElicitResult{Action: "cancel"}, nil
+		}
+		st = tc.st
+	}
 	if st == nil && s != nil {
 		st, why = s.soleCall()
+		if st != nil && b.taskCallsOn(s) {
+			// A task's question must name its task; without the
+			// metadata it could be any task's on this session.
+			st, why = nil, "task-augmented calls share the session and the request names no task"
+		}
 	}
-	p := req.Params
 	mode := p.Mode
 	if mode == "" && p.URL != "" {
 		mode = "url"
@@ -403,7 +450,13 @@ func (b *Backend) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.El
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 
+	st.imu.Lock()
+	st.asking = true
+	st.imu.Unlock()
 	answer, err := st.run.RequestInput(ictx, tasks.InputRequest{Question: q, Schema: schema})
+	st.imu.Lock()
+	st.asking = false
+	st.imu.Unlock()
 	switch {
 	case err == nil:
 		var content map[string]any

@@ -78,6 +78,21 @@ func (b *Backend) buildManifest(ctx context.Context, s *session) (*built, error)
 	if err != nil {
 		return nil, err
 	}
+	support := map[string]string{}
+	for _, raw := range raws {
+		var t struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Name != "" {
+			support[t.Name] = t.Execution.TaskSupport
+		}
+	}
+	s.mu.Lock()
+	s.taskSupport = support
+	s.mu.Unlock()
 	return b.assemble(s.state, raws)
 }
 
@@ -176,7 +191,7 @@ func (b *Backend) assemble(st serverState, raws []json.RawMessage) (*built, erro
 			out.dropped = append(out.dropped, fmt.Sprintf("tool #%d: an agentgw mcp mirror of this endpoint's own tool", i+1))
 			continue
 		}
-		t, reason := convertTool(raw, endpointLoss)
+		t, reason := convertTool(raw, endpointLoss, serverTasks(st))
 		if reason == "" {
 			reason = b.checkTool(t)
 		}
@@ -308,11 +323,27 @@ func countValues(v any) int {
 	return 1
 }
 
+// serverTasks reports whether the bridge carries the server's tasks: it
+// declares task-augmented tools/call in the 2025-11-25 form (taskcall.go).
+func serverTasks(st serverState) bool {
+	if st.protocolVersion >= "2026-07-28" {
+		return false
+	}
+	var caps struct {
+		Requests struct {
+			Tools struct {
+				Call json.RawMessage `json:"call"`
+			} `json:"tools"`
+		} `json:"requests"`
+	}
+	return json.Unmarshal(st.capabilities["tasks"], &caps) == nil && caps.Requests.Tools.Call != nil
+}
+
 // losses lists the server capabilities the bridge does not carry.
 func (st serverState) losses() []string {
 	var l []string
 	for k := range st.capabilities {
-		if k == "tools" || !lossNameRE.MatchString(k) {
+		if k == "tools" || !lossNameRE.MatchString(k) || (k == "tasks" && serverTasks(st)) {
 			continue
 		}
 		l = append(l, k)
@@ -326,7 +357,7 @@ func (st serverState) losses() []string {
 
 // convertTool turns one raw MCP Tool into a manifest tool. A non-empty
 // reason means the tool cannot be represented and is left out.
-func convertTool(raw json.RawMessage, endpointLoss []string) (map[string]any, string) {
+func convertTool(raw json.RawMessage, endpointLoss []string, tasksCarried bool) (map[string]any, string) {
 	v, err := ijson.Parse(raw, toolLimits)
 	if err != nil {
 		return nil, "not I-JSON or too large"
@@ -387,7 +418,10 @@ func convertTool(raw json.RawMessage, endpointLoss []string) (map[string]any, st
 		}
 		t[k] = v
 	}
-	if ex, ok := t["execution"].(map[string]any); ok && ex["taskSupport"] == "required" {
+	if ex, ok := t["execution"].(map[string]any); ok && ex["taskSupport"] == "required" && !tasksCarried {
+		// Called task-augmented when the server declares
+		// tasks.requests.tools.call (taskcall.go); otherwise its calls
+		// fail.
 		loss = append(loss, "task-required")
 	}
 

@@ -38,6 +38,10 @@ type ndjsonConn struct {
 	incoming chan frameOrErr
 	queue    []jsonrpc.Message // rest of the last batch; reads are serial
 
+	// wire carries the bridge's own JSON-RPC requests (MCP Tasks,
+	// taskwire.go) beside the SDK's: frames it consumes never reach the SDK.
+	wire *rawWire
+
 	writeMu   sync.Mutex
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -53,6 +57,7 @@ var errFrameTooLarge = errors.New("inbound JSON-RPC frame exceeded the maximum l
 
 func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int, onIn, onOut func([]byte)) *ndjsonConn {
 	c := &ndjsonConn{rwc: rwc{r, w}, onOut: onOut, incoming: make(chan frameOrErr), closed: make(chan struct{})}
+	c.wire = newRawWire(c.writeFrame)
 	// Reads run in a goroutine so that Read can return as soon as Close is
 	// called, as the SDK's connection does.
 	go func() {
@@ -73,6 +78,10 @@ func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int, onIn, onOut fun
 			}
 			if err == nil && onIn != nil && len(raw) <= maxTapFrame {
 				onIn(raw)
+			}
+			if err == nil && c.wire.consume(raw) {
+				lr.count = 0
+				continue
 			}
 			select {
 			case c.incoming <- frameOrErr{raw, err}:
@@ -150,10 +159,22 @@ func (c *ndjsonConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	return err
 }
 
+// writeFrame writes one frame of the bridge's own.
+func (c *ndjsonConn) writeFrame(data []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.onOut != nil && len(data) <= maxTapFrame {
+		c.onOut(data)
+	}
+	_, err := c.rwc.Write(append(data, '\n'))
+	return err
+}
+
 func (c *ndjsonConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeErr = c.rwc.Close()
 		close(c.closed)
+		c.wire.close()
 	})
 	return c.closeErr
 }

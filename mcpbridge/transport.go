@@ -89,7 +89,8 @@ func (p *process) stop() {
 type stdioTransport struct {
 	b    *Backend
 	tap  *tap
-	proc *process // set by Connect
+	proc *process    // set by Connect
+	conn *ndjsonConn // set by Connect
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -148,7 +149,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	}()
 
-	return newNDJSONConn(outR, &procStdin{p: p}, mcp.DefaultMaxLineLength, t.tap.incoming, t.tap.outgoing), nil
+	t.conn = newNDJSONConn(outR, &procStdin{p: p}, mcp.DefaultMaxLineLength, t.tap.incoming, t.tap.outgoing)
+	return t.conn, nil
 }
 
 // procStdin closes the server by the stop sequence when the SDK closes the
@@ -261,9 +263,17 @@ type httpTap struct {
 	base    http.RoundTripper
 	headers http.Header
 	tap     *tap
+	// keep, when it returns true, keeps the server's session: the
+	// session's DELETE is not sent, because a task the gateway will
+	// resume after its restart lives in it (taskcall.go).
+	keep func() bool
 }
 
 func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodDelete && h.keep != nil && h.keep() {
+		return &http.Response{StatusCode: http.StatusNoContent, Status: "204 No Content", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}
 	req = req.Clone(req.Context())
 	for k, v := range h.headers {
 		req.Header[k] = v
@@ -312,7 +322,7 @@ func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	client := &http.Client{
 		// The W3C trace context of each call goes along (docs/telemetry.md).
-		Transport: &httpTap{base: telemetry.Transport(base), headers: h, tap: tp},
+		Transport: &httpTap{base: telemetry.Transport(base), headers: h, tap: tp, keep: b.keepSession},
 		// Headers carry credentials; a redirect must not take them
 		// elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

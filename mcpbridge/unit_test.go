@@ -78,7 +78,7 @@ func TestConvertToolRejects(t *testing.T) {
 		{"not an object", `["a"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, reason := convertTool(json.RawMessage(tc.tool), nil); reason == "" {
+			if _, reason := convertTool(json.RawMessage(tc.tool), nil, false); reason == "" {
 				t.Error("accepted")
 			}
 		})
@@ -90,7 +90,7 @@ func TestConvertToolKeepsMembers(t *testing.T) {
 	raw := `{"name":"t","title":"T","description":"D","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"r":{"type":"integer"}}},
 		"annotations":{"destructiveHint":false},"execution":{"taskSupport":"required"},"_meta":{"a/b":[1]},
 		"urn:xmpp:agent-api:0":{"approvalRequired":false},"icons":[]}`
-	tool, reason := convertTool(json.RawMessage(raw), []string{"prompts"})
+	tool, reason := convertTool(json.RawMessage(raw), []string{"prompts"}, false)
 	if reason != "" {
 		t.Fatal(reason)
 	}
@@ -246,7 +246,7 @@ func TestToolWithECMA262PatternIsPublished(t *testing.T) {
 	raw := `{"name":"set_password","inputSchema":{"type":"object","properties":{` +
 		`"password":{"type":"string","pattern":"^(?=.*[0-9])(?=.*[a-z]).{8,}$"},` +
 		`"quoted":{"type":"string","pattern":"^(['\"]).*\\1$"}},"required":["password"]}}`
-	tool, reason := convertTool(json.RawMessage(raw), nil)
+	tool, reason := convertTool(json.RawMessage(raw), nil, false)
 	if reason != "" {
 		t.Fatalf("tool dropped: %s", reason)
 	}
@@ -262,7 +262,7 @@ func TestToolWithECMA262PatternIsPublished(t *testing.T) {
 // and the loss is declared.
 func TestConvertToolTextCharacters(t *testing.T) {
 	t.Parallel()
-	tool, reason := convertTool(json.RawMessage(`{"name":"t","title":"a\u001fb","description":"c\uffffd","inputSchema":{"type":"object"}}`), nil)
+	tool, reason := convertTool(json.RawMessage(`{"name":"t","title":"a\u001fb","description":"c\uffffd","inputSchema":{"type":"object"}}`), nil, false)
 	if reason != "" {
 		t.Fatal(reason)
 	}

@@ -58,7 +58,12 @@ type Options struct {
 	PageLimit, MaxPages int
 	// KeyPoll is how often a revoked or banned endpoint re-reads the key
 	// file to notice a new pairing (default 5s).
-	KeyPoll    time.Duration
+	KeyPoll time.Duration
+	// KeyCheck is how often a connected endpoint asks OAN whether its key
+	// still works (default 5 min): a revocation OAN could not announce
+	// (no forced disconnect, no notice) and no call meets makes the
+	// endpoint unavailable within this bound.
+	KeyCheck   time.Duration
 	Supervisor backendkit.Supervisor
 }
 
@@ -113,6 +118,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.KeyPoll <= 0 {
 		o.KeyPoll = 5 * time.Second
+	}
+	if o.KeyCheck <= 0 {
+		o.KeyCheck = 5 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -272,6 +280,8 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 	b.log.Info("OAN event stream connected", "key_id", id)
 	b.deliverOutbound(ctx)
 	var refill <-chan time.Time // a back-fill after refused live events
+	keyCheck := time.NewTicker(b.o.KeyCheck)
+	defer keyCheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -282,6 +292,13 @@ func (b *Backend) session(ctx context.Context) (time.Duration, error) {
 			if err := b.backfill(ctx); err != nil {
 				b.setConnected(false)
 				return time.Since(began), b.classify(ctx, err)
+			}
+		case <-keyCheck.C:
+			// A quiet revocation or ban: the socket stays up and no call
+			// comes to meet the 401.
+			if _, perr := b.api.do(ctx, "GET", "/events/cursor", nil, nil, nil); errors.Is(perr, ErrRevoked) || errors.Is(perr, ErrBanned) {
+				b.setConnected(false)
+				return time.Since(began), b.classify(ctx, perr)
 			}
 		case <-b.probe:
 			if _, perr := b.api.do(ctx, "GET", "/events/cursor", nil, nil, nil); errors.Is(perr, ErrRevoked) || errors.Is(perr, ErrBanned) {

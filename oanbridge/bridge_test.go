@@ -556,3 +556,28 @@ func countPrefix(ms []backendkit.Message, p string) int {
 
 func fmtU(n uint64) string  { return strings.TrimSpace(strings.Replace(jsonU(n), `"`, "", -1)) }
 func jsonU(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestQuietRevocationNoticedWithoutACall: OAN revokes the key without the
+// forced disconnect, and no call comes to meet the 401. The periodic key
+// check still makes the endpoint unavailable, with one log line, and a new
+// pairing brings it back. Before the check, the endpoint stayed connected
+// and available until the next call.
+func TestQuietRevocationNoticedWithoutACall(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	keyFile := filepath.Join(t.TempDir(), "oan.key")
+	pair(t, srv, keyFile, false)
+	db, _ := storetest.OpenTwo(t)
+	f := newFixture(t, srv, sqlite.NewOAN(db), keyFile, func(o *oanbridge.Options) { o.KeyCheck = 300 * time.Millisecond })
+	testkit.WaitFor(t, 30*time.Second, "connected", f.b.Connected)
+	testkit.WaitFor(t, 30*time.Second, "presence available", f.avail.up)
+	srv.RevokeQuiet()
+	testkit.WaitFor(t, 20*time.Second, "down after a quiet revocation, with no call", func() bool { return !f.b.Connected() && !f.avail.up() })
+	if n := strings.Count(f.logs.String(), "OAN revoked the API key"); n != 1 {
+		t.Fatalf("%d revocation log lines, want 1", n)
+	}
+	pair(t, srv, keyFile, true)
+	testkit.WaitFor(t, 30*time.Second, "up after pairing again", f.b.Connected)
+	srv.BanQuiet()
+	testkit.WaitFor(t, 20*time.Second, "down after a quiet ban, with no call", func() bool { return !f.b.Connected() })
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/directory/dirdb"
+	"github.com/agentgw/agentgw/directory/presencedb"
 	"github.com/agentgw/agentgw/directory/selfregdb"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
@@ -30,4 +31,6 @@ type Drivers struct {
 	ACC     accdb.Driver     // agent-control-center connectors and runs
 	OAN     oandb.Driver     // the OpenAgentNetwork cursor and effects
 	SelfReg selfregdb.Driver // Self Registration records and bans
+
+	Presence presencedb.Driver // endpoints' presence subscribers
 }

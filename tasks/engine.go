@@ -344,6 +344,10 @@ func (e *Engine) recoverTasks(unsettled []taskdb.Task) []*op {
 		case t.State == agentproto.StateAccepted || (t.State == agentproto.StateCancelling && !t.Dispatched):
 			waits = append(waits, e.submit(func(b *batch) error { return b.dispatch(id) }))
 		default:
+			if rs, state := e.resumeTarget(t); rs != nil {
+				waits = append(waits, e.submit(func(b *batch) error { return b.resume(id, rs, state) }))
+				continue
+			}
 			waits = append(waits, e.submit(func(b *batch) error {
 				return b.interrupt(id)
 			}))
@@ -390,7 +394,10 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Lock()
 	var live []string
-	for id := range e.runs {
+	for id, r := range e.runs {
+		if r.resumable.Load() {
+			continue // left running for the backend to resume (resume.go)
+		}
 		live = append(live, id)
 	}
 	e.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentgw/agentgw/agentproto"
@@ -48,6 +49,10 @@ type run struct {
 	mu         sync.Mutex
 	input      *pendingInput
 	inputTimer clock.Timer
+
+	// resumable: the backend committed state it can resume from
+	// (Checkpoint); a shutdown leaves the task for the next start.
+	resumable atomic.Bool
 }
 
 type pendingInput struct {
@@ -60,6 +65,12 @@ var _ Run = (*run)(nil)
 
 // launch runs the executor for a task that has just committed running.
 func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
+	e.start(call, tool, func(ctx context.Context, r *run) { backend.Execute(ctx, call, r) })
+}
+
+// start runs exec for a running task: a fresh call (launch) or a resumed
+// one (resume.go).
+func (e *Engine) start(call Call, tool *toolInfo, exec func(ctx context.Context, r *run)) {
 	ctx, stop := context.WithCancel(e.execCtx)
 	r := &run{e: e, id: call.TaskID, tool: tool, ctx: ctx, stop: stop,
 		cancelReq: make(chan struct{}), done: make(chan struct{})}
@@ -83,7 +94,7 @@ func (e *Engine) launch(call Call, backend Backend, tool *toolInfo) {
 			}
 		}()
 		bctx, bsp := telemetry.StartTask(ctx, call.TaskID, telemetry.Backend)
-		backend.Execute(bctx, call, r)
+		exec(bctx, r)
 		bsp.End()
 		if !r.settled() && !e.closing.Load() {
 			// An executor must settle; nothing is silently dropped.

@@ -80,6 +80,19 @@ func scope(v map[string][]string) (federation.Scope, error) {
 	return s, nil
 }
 
+// grantInput reads the principal, scope and endpoint fields of the trust
+// forms.
+func grantInput(v map[string][]string) (p string, sc federation.Scope, ep string, err error) {
+	if p, err = principal(v); err != nil {
+		return
+	}
+	if sc, err = scope(v); err != nil {
+		return
+	}
+	ep, err = optionalEndpoint(v)
+	return
+}
+
 func optionalEndpoint(v map[string][]string) (string, error) {
 	if one(v, "endpoint") == "" {
 		return "", nil
@@ -213,20 +226,12 @@ func table(s *Service) []*command {
 			fields:  grantFields,
 			offered: func() bool { return d.Grants != nil },
 			run: func(ctx context.Context, v map[string][]string) (result, error) {
-				p, err := principal(v)
-				if err != nil {
-					return result{}, err
-				}
-				sc, err := scope(v)
+				p, sc, ep, err := grantInput(v)
 				if err != nil {
 					return result{}, err
 				}
 				if sc == 0 {
 					return result{}, badInput("Choose visibility, invocation or both.")
-				}
-				ep, err := optionalEndpoint(v)
-				if err != nil {
-					return result{}, err
 				}
 				if err := d.Grants.Grant(ctx, federation.Grant{Principal: p, Endpoint: ep, Scope: sc}); err != nil {
 					return result{}, err
@@ -241,20 +246,12 @@ func table(s *Service) []*command {
 			fields:  grantFields,
 			offered: func() bool { return d.Grants != nil },
 			run: func(ctx context.Context, v map[string][]string) (result, error) {
-				p, err := principal(v)
-				if err != nil {
-					return result{}, err
-				}
-				sc, err := scope(v)
+				p, sc, ep, err := grantInput(v)
 				if err != nil {
 					return result{}, err
 				}
 				if sc == 0 {
 					sc = federation.ScopeVisibility | federation.ScopeInvocation
-				}
-				ep, err := optionalEndpoint(v)
-				if err != nil {
-					return result{}, err
 				}
 				removed, err := d.Grants.Revoke(ctx, p, ep, sc)
 				if err != nil {

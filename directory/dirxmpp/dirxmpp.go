@@ -19,6 +19,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto/ns"
 	"github.com/agentgw/agentgw/component"
 	"github.com/agentgw/agentgw/directory"
+	"github.com/agentgw/agentgw/directory/presencedb"
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
@@ -69,6 +70,10 @@ type Deps struct {
 	// GatewayNodes serves disco at the gateway's nodes dirxmpp does not
 	// own (the admin commands); nil means none.
 	GatewayNodes GatewayNodes
+	// Subscribers keeps the endpoints' presence subscribers (the store's,
+	// so that they outlive a restart and every cluster member sees them);
+	// nil keeps them in memory.
+	Subscribers presencedb.Driver
 	// Sender carries presence replies and pushes; nil disables presence.
 	Sender component.Sender
 	Log    *slog.Logger
@@ -150,7 +155,7 @@ func Register(r *component.Router, d Deps) *Presence {
 	r.HandleEndpointIQ(get, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(s.vcard))
 	r.HandleEndpointIQ(set, ns.VCard, "vCard", component.AccessVisible, component.IQHandlerFunc(vcardSet))
 
-	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Log)
+	p := newPresence(s.domain, NewResolver(d.Reader, d.Policy), d.Sender, d.Subscribers, d.Log)
 	p.caps = s.caps
 	if d.Sender != nil {
 		r.HandlePresence(p.handle)

@@ -1,6 +1,7 @@
 package dirxmpp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -881,9 +882,9 @@ func TestPresence(t *testing.T) {
 }
 
 func TestSubscriberBound(t *testing.T) {
-	p := newPresence(jid.MustParse(domain), nil, nil, nil)
+	p := newPresence(jid.MustParse(domain), nil, nil, nil, nil)
 	for i := range MaxSubscribersPerEndpoint + 10 {
-		p.remember("e@x", "u"+strconv.Itoa(i)+"@y")
+		p.remember(context.Background(), "e@x", "u"+strconv.Itoa(i)+"@y")
 	}
 	if n := p.Subscribers("e@x"); n != MaxSubscribersPerEndpoint {
 		t.Fatalf("subscribers = %d", n)
@@ -928,7 +929,7 @@ func TestCapsVer(t *testing.T) {
 	if after := h.presence.caps(epJID("weather")).AttrValue("ver"); after == ver {
 		t.Fatal("ver unchanged after a new active version")
 	}
-	h.presence.remember(epJID("weather"), juliet)
+	h.presence.remember(context.Background(), epJID("weather"), juliet)
 	h.presence.CatalogChanged(epJID("weather"), nil)
 	got := h.sender.take()
 	if len(got) != 1 || !strings.Contains(got[0], h.presence.caps(epJID("weather")).AttrValue("ver")) {

@@ -8,10 +8,11 @@ import (
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/component"
+	"github.com/agentgw/agentgw/directory/presencedb"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
-// MaxSubscribersPerEndpoint bounds the in-memory subscriber set of one
+// MaxSubscribersPerEndpoint bounds the remembered subscribers of one
 // endpoint. Beyond it a subscription is still approved and answered, but
 // the subscriber is not remembered and misses later availability changes
 // until its server probes again.
@@ -20,11 +21,13 @@ const MaxSubscribersPerEndpoint = 10000
 // Presence answers presence subscriptions and probes for virtual endpoints
 // and pushes runtime availability to subscribers.
 //
-// Subscribers are kept in memory only. After a restart the set is rebuilt
-// from probes: a subscriber's server probes when its user comes online, and
-// a probe from a principal who may see the endpoint re-adds it. Presence
-// reflects runtime availability only; it is never evidence of visibility,
-// invocation permission or unblocked communication.
+// Subscribers are kept in the store (presencedb), so a restart does not
+// forget them (a subscriber who stays online is not probed again) and every
+// cluster member tells them of a change it sees; a probe from a principal
+// who may see the endpoint re-adds one. Availability and status are this
+// process's. Presence reflects runtime availability only; it is never
+// evidence of visibility, invocation permission or unblocked
+// communication.
 type Presence struct {
 	domain   jid.JID
 	resolver component.EndpointResolver
@@ -35,21 +38,28 @@ type Presence struct {
 	// for none).
 	caps func(endpoint string) *xmltree.Element
 
+	subs presencedb.Driver // endpoint → subscriber bare JIDs
+
 	mu   sync.Mutex
-	subs map[string]map[string]struct{} // endpoint → subscriber bare JIDs
-	down map[string]bool                // endpoints reported unavailable
+	down map[string]bool // endpoints reported unavailable
 	// status is a short text shown while an endpoint is available but
 	// degraded (<show>away</show>), by endpoint.
 	status map[string]string
 }
 
-func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sender, log *slog.Logger) *Presence {
+func newPresence(domain jid.JID, r component.EndpointResolver, s component.Sender, subs presencedb.Driver, log *slog.Logger) *Presence {
+	if subs == nil {
+		subs = presencedb.NewMemory()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Presence{
 		domain:   domain,
 		resolver: r,
 		sender:   s,
 		log:      log,
-		subs:     map[string]map[string]struct{}{},
+		subs:     subs,
 		down:     map[string]bool{},
 		status:   map[string]string{},
 	}
@@ -75,7 +85,7 @@ func (p *Presence) handle(ctx context.Context, pr component.Presence) {
 	ep, sub := to.String(), from.String()
 	if pr.Type == "unsubscribe" {
 		// Forget whatever the visibility, so the set only shrinks.
-		if p.forget(ep, sub) && visible {
+		if p.forget(ctx, ep, sub) && visible {
 			p.send(ctx, component.NewPresence("unavailable", to, from))
 		}
 		return
@@ -85,12 +95,12 @@ func (p *Presence) handle(ctx context.Context, pr component.Presence) {
 	}
 	switch pr.Type {
 	case "subscribe":
-		p.remember(ep, sub)
+		p.remember(ctx, ep, sub)
 		p.send(ctx, component.NewPresence("subscribed", to, from))
 		p.send(ctx, p.availability(to, from))
 	case "probe":
 		// A probe means the prober's server holds a subscription.
-		p.remember(ep, sub)
+		p.remember(ctx, ep, sub)
 		p.send(ctx, p.availability(to, pr.From))
 	}
 }
@@ -204,40 +214,34 @@ func (p *Presence) subscribers(endpoint string) (jid.JID, []string, bool) {
 	}
 	ep = ep.Bare()
 	key := ep.String()
+	subs := p.list(context.Background(), key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var subs []string
-	for s := range p.subs[key] {
-		subs = append(subs, s)
-	}
 	return ep, subs, p.down[key]
 }
 
-func (p *Presence) remember(ep, sub string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	set := p.subs[ep]
-	if set == nil {
-		set = map[string]struct{}{}
-		p.subs[ep] = set
+// list reads an endpoint's subscribers from the store; a store that
+// cannot be read tells no one (logged), as a lost stanza would.
+func (p *Presence) list(ctx context.Context, ep string) []string {
+	subs, err := p.subs.Subscribers(ctx, ep)
+	if err != nil {
+		p.log.Warn("presence subscribers not read", "endpoint", ep, "err", err)
 	}
-	if len(set) < MaxSubscribersPerEndpoint {
-		set[sub] = struct{}{}
+	return subs
+}
+
+func (p *Presence) remember(ctx context.Context, ep, sub string) {
+	if _, err := p.subs.Subscribe(ctx, ep, sub, MaxSubscribersPerEndpoint); err != nil {
+		p.log.Warn("presence subscriber not remembered", "endpoint", ep, "err", err)
 	}
 }
 
-func (p *Presence) forget(ep, sub string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	set := p.subs[ep]
-	if _, ok := set[sub]; !ok {
-		return false
+func (p *Presence) forget(ctx context.Context, ep, sub string) bool {
+	ok, err := p.subs.Unsubscribe(ctx, ep, sub)
+	if err != nil {
+		p.log.Warn("presence subscriber not forgotten", "endpoint", ep, "err", err)
 	}
-	delete(set, sub)
-	if len(set) == 0 {
-		delete(p.subs, ep)
-	}
-	return true
+	return ok
 }
 
 func (p *Presence) send(ctx context.Context, stanza *xmltree.Element) {
@@ -271,13 +275,11 @@ func (p *Presence) SetAvailable(endpoint string, up bool) {
 	} else {
 		p.down[key] = true
 	}
+	p.mu.Unlock()
 	var subs []string
 	if wasDown == up { // changed
-		for s := range p.subs[key] {
-			subs = append(subs, s)
-		}
+		subs = p.list(context.Background(), key)
 	}
-	p.mu.Unlock()
 
 	typ := "unavailable"
 	if up {
@@ -309,16 +311,18 @@ func (p *Presence) Rebroadcast(ctx context.Context) {
 		subs []string
 		down bool
 	}
-	p.mu.Lock()
-	all := make([]pair, 0, len(p.subs))
-	for ep, set := range p.subs {
-		pr := pair{ep: ep, down: p.down[ep]}
-		for s := range set {
-			pr.subs = append(pr.subs, s)
-		}
+	eps, err := p.subs.Endpoints(ctx)
+	if err != nil {
+		p.log.Warn("presence subscribers not read", "err", err)
+	}
+	all := make([]pair, 0, len(eps))
+	for _, ep := range eps {
+		pr := pair{ep: ep, subs: p.list(ctx, ep)}
+		p.mu.Lock()
+		pr.down = p.down[ep]
+		p.mu.Unlock()
 		all = append(all, pr)
 	}
-	p.mu.Unlock()
 	for _, pr := range all {
 		ep, err := jid.Parse(pr.ep)
 		if err != nil {
@@ -345,7 +349,5 @@ func (p *Presence) Rebroadcast(ctx context.Context) {
 
 // Subscribers returns how many subscribers are remembered for endpoint.
 func (p *Presence) Subscribers(endpoint string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.subs[endpoint])
+	return len(p.list(context.Background(), endpoint))
 }

@@ -21,7 +21,7 @@ var tiers = map[string]int{
 	// Leaf helpers and the vocabulary both ends share.
 	"agentproto": 0, "agentproto/ns": 0,
 	"internal/backoff": 0, "internal/clock": 0, "internal/config": 0,
-	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0,
+	"internal/ids": 0, "internal/ijson": 0, "internal/logging": 0, "internal/metrics": 0, "internal/oauthrs": 0,
 	"internal/procsec": 0, "internal/schema": 0, "store/migrate": 0,
 	"internal/httpauth":  0,
 	"internal/telemetry": 0, "internal/displaytext": 0,
@@ -59,7 +59,7 @@ var tiers = map[string]int{
 	"cmd/agentgw": 6, "tools/demo": 6, "tools/benchreport": 6,
 	// Self Registration (lane 21): its store interface, and the C2S
 	// endpoint host beside the gateway.
-	"directory/selfregdb": 1, "endpointhost": 5,
+	"directory/selfregdb": 1, "directory/presencedb": 1, "endpointhost": 5,
 	// The operator web console (issue 33 §1) beside the gateway: it is
 	// handed the gateway's parts by `agentgw serve`.
 	"console": 5,

@@ -34,6 +34,7 @@ func ExerciseTasks(t *testing.T, open OpenTasks) {
 	t.Run("RetentionAndPurge", func(t *testing.T) { testTaskPurge(t, open) })
 	t.Run("References", func(t *testing.T) { testReferences(t, open) })
 	t.Run("AdmitAndStartInOneTx", func(t *testing.T) { testAdmitAndStart(t, open) })
+	t.Run("BackendState", func(t *testing.T) { testBackendState(t, open) })
 }
 
 var (

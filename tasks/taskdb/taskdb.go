@@ -99,6 +99,9 @@ type Driver interface {
 	VersionReferenced(ctx context.Context, endpoint, version string) (bool, error)
 	// HasTask reports whether caller has any stored task at endpoint.
 	HasTask(ctx context.Context, caller, endpoint string) (bool, error)
+	// BackendState reads the state a backend committed with a task
+	// (SetBackendState), nil when none.
+	BackendState(ctx context.Context, taskID string) ([]byte, error)
 }
 
 // Tx is the write transaction of one group commit. It is used by one
@@ -129,6 +132,10 @@ type Tx interface {
 	// Purge deletes terminal tasks whose PurgeAfter is at or before now,
 	// with their events and input records.
 	Purge(now time.Time) (int64, error)
+	// SetBackendState stores (replaces) the backend's state of a task,
+	// or deletes it when data is nil; it goes with the task when the task
+	// is purged. It changes neither the task's revision nor its events.
+	SetBackendState(taskID string, data []byte) error
 	// PurgeableBytes is RetainedBytes restricted to the tasks Purge(now)
 	// would delete, read in the same transaction before it.
 	PurgeableBytes(now time.Time) (map[string]int64, error)

@@ -38,16 +38,31 @@ func (g *Gateway) BackendState(endpoint string) string {
 
 // BridgeInfo is one configured agent's bridge, for the console.
 type BridgeInfo struct {
-	Kind     string // the [agents.<kind>] section: mcp, connector, acc, oan, a2a …; "manifest" for a static agent
+	Kind     string // the [agents.<kind>] section: mcp, connector, acc, oan, a2a …; "manifest" for a static agent; "acc connector"
 	Endpoint string
-	State    string // BackendState
+	Name     string // an ACC connector's name
+	State    string // BackendState; an ACC connector's enrolled or revoked
+	Detail   string // public facts only (an ACC connector's ID and certificate fingerprint)
 }
 
 // BridgeList lists the configured agents by bridge kind: their endpoint
 // and backend state; nothing from their sections (which hold URLs and
 // secret sources) is shown.
-func (g *Gateway) BridgeList() []BridgeInfo {
+func (g *Gateway) BridgeList(ctx context.Context) []BridgeInfo {
 	var out []BridgeInfo
+	if g.Store.ACC != nil {
+		cs, err := g.Store.ACC.Connectors(ctx)
+		if err != nil {
+			g.log.Warn("console: ACC connectors", "err", err)
+		}
+		for _, c := range cs {
+			st := "enrolled"
+			if c.Revoked() {
+				st = "revoked " + c.RevokedAt
+			}
+			out = append(out, BridgeInfo{Kind: "acc connector", Name: c.Name, State: st, Detail: "id " + c.ID + ", certificate sha-256 " + c.CertSHA256})
+		}
+	}
 	for _, a := range g.cfg.Agents {
 		kind := a.Backend
 		if kind == "" {

@@ -69,10 +69,10 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 // consoleBridges and consoleCluster adapt the gateway's lists to the
 // console's rows.
 func consoleBridges(gw *gateway.Gateway) func(context.Context) []console.BridgeRow {
-	return func(context.Context) []console.BridgeRow {
+	return func(ctx context.Context) []console.BridgeRow {
 		var out []console.BridgeRow
-		for _, b := range gw.BridgeList() {
-			out = append(out, console.BridgeRow{Kind: b.Kind, Endpoint: b.Endpoint, State: b.State})
+		for _, b := range gw.BridgeList(ctx) {
+			out = append(out, console.BridgeRow{Kind: b.Kind, Name: b.Name, Endpoint: b.Endpoint, State: b.State, Detail: b.Detail})
 		}
 		return out
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/console"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
@@ -42,10 +43,10 @@ func startConsole(t *testing.T) (*e2e.Env, string) {
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
 		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
 		CheckPassword: console.XMPPLogin(srv.C2SAddr, srv.CAFile), RequestsPerSecond: 50, RequestsBurst: 500,
-		Bridges: func(context.Context) []console.BridgeRow {
+		Bridges: func(ctx context.Context) []console.BridgeRow {
 			var out []console.BridgeRow
-			for _, b := range gw.BridgeList() {
-				out = append(out, console.BridgeRow{Kind: b.Kind, Endpoint: b.Endpoint, State: b.State})
+			for _, b := range gw.BridgeList(ctx) {
+				out = append(out, console.BridgeRow{Kind: b.Kind, Name: b.Name, Endpoint: b.Endpoint, State: b.State, Detail: b.Detail})
 			}
 			return out
 		},
@@ -156,6 +157,21 @@ func TestConsoleXMPPLoginAndRun(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(types, " "), "progress") || !strings.Contains(st.Result, "slow done") {
 		t.Errorf("events %v, result %s", types, st.Result)
+	}
+	// The bridges page lists the configured agent and an enrolled ACC
+	// connector, whose hostile name is text.
+	if err := e.Gateway.Store.ACC.Enroll(context.Background(), accdb.Connector{Name: "<b>lab</b>", ID: "6f1c2a5e-0d7b-4c1e-9a43-2f8d5e6b7c90",
+		CertSHA256: strings.Repeat("ab", 32), CreatedAt: time.Now().UTC().Format(time.RFC3339)}); err != nil {
+		t.Fatal(err)
+	}
+	_, page = c.do("GET", "/bridges", nil)
+	for _, want := range []string{"acc connector", "&lt;b&gt;lab&lt;/b&gt;", "enrolled", strings.Repeat("ab", 32), ep, "Not a cluster"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("bridges page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<b>lab") {
+		t.Error("bridges page: the connector's name is markup")
 	}
 	// The task is the operator's own, as an invoke from that account.
 	id := strings.TrimPrefix(loc, "/tasks/")

@@ -53,6 +53,9 @@ func (o observedNotifier) Notify(ev tasks.Event) {
 		}
 		o.m.TaskSettled(string(ev.Type), d)
 	}
+	if consoleRoute(ev.Route) {
+		return // the console polls the store for its own tasks
+	}
 	o.next.Notify(ev)
 }
 

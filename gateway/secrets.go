@@ -38,6 +38,9 @@ func SecretsOf(cfg *config.Config, table backendkit.Bridges) []string {
 		}
 	}
 	out = append(out, DSNSecrets(cfg)...)
+	if tok, err := cfg.ConsoleToken(); err == nil && tok != "" {
+		out = append(out, tok)
+	}
 	for _, b := range table {
 		if b.Secrets != nil {
 			out = append(out, b.Secrets(cfg)...)

@@ -70,7 +70,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer gw.Close()
 	log.Info("agentgw starting", "component_domain", cfg.XMPP.ComponentDomain, "server", cfg.XMPP.Server, "store", gw.Store.Where, "store_driver", gw.Store.Driver, "instance", cfg.Cluster.Instance, "agents", len(cfg.Agents), "pid", os.Getpid())
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	waitConsole, err := startConsole(ctx, cfg, gw, log)
+	if err != nil {
+		return err
+	}
 	err = gw.Run(ctx)
+	stop()
+	waitConsole()
 	var fatal *component.FatalError
 	if errors.As(err, &fatal) {
 		return exitError{code: exitFatal, msg: fatal.Error()}

@@ -42,7 +42,7 @@ import (
 var secPlaceOrder = []string{e2e.PlGatewayLog, e2e.PlServeWrong, e2e.PlDoctor, e2e.PlDoctorWrong, e2e.PlCLIConnector, e2e.PlCLICaller, e2e.PlFrontStderr, e2e.PlFrontTraffic,
 	e2e.PlStanzasIn, e2e.PlStanzasOut, e2e.PlProsodyLog, e2e.PlComponentWire, e2e.PlDB, e2e.PlWAL, e2e.PlSHM, e2e.PlMetrics,
 	e2e.PlMCPAuth, e2e.PlMCPHeaders, e2e.PlMCPReq, e2e.PlMCPResp, e2e.PlMCPLeak, e2e.PlConnAuth, e2e.PlConnHeaders, e2e.PlConnHTTP, e2e.PlConnWSOut, e2e.PlConnAuthStart, e2e.PlConnWSIn, e2e.PlConnLeak,
-	e2e.PlCLIOAN, e2e.PlOANStorage, e2e.PlOANRequests}
+	e2e.PlCLIOAN, e2e.PlOANStorage, e2e.PlOANRequests, plConsole}
 
 // TestSecretsAudit runs every flow that handles a secret, each secret
 // with a distinctive value, and counts each secret in every log, output,
@@ -60,8 +60,9 @@ func TestSecretsAudit(t *testing.T) {
 		{"connector form", e2e.SecRandom("ConnFormSecret")},
 		{"MCP header", e2e.SecRandom("McpHeaderToken")},
 		{"XMPP password", e2e.SecRandom("XmppPassword")},
+		{"console token", e2e.SecRandom("ConsoleToken")},
 	}
-	comp, wrong, apiKey, form, mcpToken, password := secrets[0].value, secrets[1].value, secrets[2].value, secrets[3].value, secrets[4].value, secrets[5].value
+	comp, wrong, apiKey, form, mcpToken, password, consoleToken := secrets[0].value, secrets[1].value, secrets[2].value, secrets[3].value, secrets[4].value, secrets[5].value, secrets[6].value
 	rec := &e2e.SecRecorder{}
 	e2e.Binary(t)
 
@@ -81,7 +82,9 @@ func TestSecretsAudit(t *testing.T) {
 	t.Setenv("AGENTGW_SEC_FORM", form)
 	t.Setenv("AGENTGW_SEC_MCP_AUTH", "Bearer "+mcpToken)
 	t.Setenv("AGENTGW_SEC_PASSWORD", password)
-	e := e2e.Prepare(t, e2e.Options{Server: srv, Agents: []e2e.Agent{{Localpart: "static", NoBackend: true}}, TOML: fmt.Sprintf(`
+	t.Setenv("AGENTGW_SEC_CONSOLE_TOKEN", consoleToken)
+	consoleAddr := e2e.FreeAddr(t)
+	e := e2e.Prepare(t, e2e.Options{Server: srv, Agents: []e2e.Agent{{Localpart: "static", NoBackend: true}}, Admins: []string{"ops"}, TOML: fmt.Sprintf(`
 [[agents]]
 jid = "secmcp@%[1]s"
 [agents.mcp]
@@ -103,7 +106,13 @@ owner = "alice@%[6]s"
 
 [metrics]
 listen = %[4]q
-`, srv.ComponentDomain, mcpURL, connURL, metricsAddr, oanSrv.URL, srv.Domain)})
+
+[console]
+listen = %[7]q
+token_env = "AGENTGW_SEC_CONSOLE_TOKEN"
+login_server = %[8]q
+login_ca_file = %[9]q
+`, srv.ComponentDomain, mcpURL, connURL, metricsAddr, oanSrv.URL, srv.Domain, consoleAddr, srv.C2SAddr, srv.CAFile)})
 	// The gateway reaches Prosody through the recording proxy.
 	cfgText, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
@@ -212,6 +221,9 @@ listen = %[4]q
 		}
 	}
 	secFront(t, ctx, e.Dir, login, rec)
+	// The console: a login by token, one refused by XMPP password (alice
+	// is no operator), every page; the session cookie joins the secrets.
+	secrets = append(secrets, struct{ name, value string }{"console session", secConsole(t, consoleAddr, consoleToken, "alice@"+srv.Domain, password, mcpEP.String(), rec)})
 
 	// Snapshots of the store while serving and after a clean stop.
 	scrape := func() {
@@ -285,6 +297,7 @@ listen = %[4]q
 		e2e.PlCLIOAN:         "paired",
 		e2e.PlOANRequests:    "hello oan",
 		e2e.PlOANStorage:     "storage requests: 1",
+		plConsole:            "Federation grants",
 	} {
 		text := rec.Text(place)
 		if place == e2e.PlDB+e2e.PlWAL {

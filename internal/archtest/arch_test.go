@@ -61,6 +61,9 @@ var tiers = map[string]int{
 	// Self Registration (lane 21): its store interface, and the C2S
 	// endpoint host beside the gateway.
 	"directory/selfregdb": 1, "directory/presencedb": 1, "endpointhost": 5,
+	// The operator web console (issue 33 §1) beside the gateway: it is
+	// handed the gateway's parts by `agentgw serve`.
+	"console": 5,
 }
 
 // forbidden are the DESIGN.md "must not import" rules that tiers alone do

@@ -35,6 +35,8 @@ type Config struct {
 	Cluster   Cluster   `toml:"cluster"`
 	// Telemetry is OpenTelemetry tracing; off by default.
 	Telemetry Telemetry `toml:"telemetry"`
+	// Console is the operator web console; off by default.
+	Console Console `toml:"console"`
 
 	// Dir is the directory of the config file; relative paths in the file
 	// are resolved against it.
@@ -411,6 +413,7 @@ func dirOf(path string) string {
 
 func (c *Config) applyDefaults() {
 	c.Telemetry.applyDefaults()
+	c.Console.applyDefaults()
 	if c.XMPP.PingIntervalSeconds == 0 {
 		c.XMPP.PingIntervalSeconds = 60
 	}
@@ -635,6 +638,10 @@ func (c *Config) validate(sections Sections) error {
 	c.validateACC(add)
 	errs = append(errs, c.Messaging.validate()...)
 	errs = append(errs, c.Telemetry.validate()...)
+	errs = append(errs, c.Console.validate()...)
+	if (c.Console.TokenEnv != "" || c.Console.TokenFile != "") && c.Console.Listen != "" && len(c.XMPP.Admins) == 0 {
+		errs = append(errs, errors.New("[console] a token login acts as the first of [xmpp] admins: list one"))
+	}
 	switch st := c.Store; st.Driver {
 	case "", DriverSQLite:
 		if st.DSNEnv != "" || st.DSNFile != "" {

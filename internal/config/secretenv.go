@@ -28,6 +28,7 @@ func (c *Config) SecretEnvNames() []string {
 	}
 	add(c.XMPP.SecretEnv)
 	add(c.Store.DSNEnv)
+	add(c.Console.TokenEnv)
 	for _, a := range c.Agents {
 		if s, ok := a.Section.(SecretSources); ok {
 			envs, _ := s.SecretSources()

@@ -124,6 +124,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("agentgw did not become ready: %w", err)
 	}
 	say("  ready (component handshake done; /readyz on 127.0.0.1:%s)", metricsPort)
+	say("  operator console: http://127.0.0.1:%s/  (log in as %s@%s, password %s)", consolePort, user, srv.Domain, password)
 
 	caller := func(args ...string) []string {
 		base := []string{"--jid", user + "@" + srv.Domain, "--server", srv.C2SAddr, "--ca-file", srv.CAFile, "--gateway", "agents.example.test"}
@@ -242,11 +243,19 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	if os.Getenv("DEMO_KEEP") != "" {
+		step("Done in %s; the console stays at http://127.0.0.1:%s/ (log in as %s@%s, password %s) until Ctrl-C",
+			time.Since(started).Round(100*time.Millisecond), consolePort, user, srv.Domain, password)
+		<-ctx.Done()
+	}
 	step("Done in %s; stopping agentgw, the connector and Prosody", time.Since(started).Round(100*time.Millisecond))
 	return nil
 }
 
 const metricsPort = "19464"
+
+// consolePort is the operator web console's (docs/console.md).
+const consolePort = "19480"
 
 func writeConfig(dir, root string, srv *xmppharness.Server, connectorURL string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "weather.json"), mustRead(filepath.Join(root, "deploy", "demo", "weather.json")), 0o644); err != nil {
@@ -258,6 +267,7 @@ component_domain = "agents.example.test"
 server = %q
 secret_env = "DEMO_COMPONENT_SECRET"
 local_domains = [%q]
+admins = ["%s@%s"]
 gateway_name = "agentgw demo"
 
 [store]
@@ -265,6 +275,11 @@ path = "agentgw.db"
 
 [metrics]
 listen = "127.0.0.1:%s"
+
+[console]
+listen = "127.0.0.1:%s"
+login_server = %q
+login_ca_file = %q
 
 [[agents]]
 jid = "weather@agents.example.test"
@@ -282,7 +297,7 @@ jid = "im@agents.example.test"
 base_url = %q
 api_key_env = "DEMO_CONNECTOR_KEY"
 inbox = "%s@%s"
-`, srv.ComponentAddr, srv.Domain, metricsPort, entry, connectorURL, user, srv.Domain)
+`, srv.ComponentAddr, srv.Domain, user, srv.Domain, metricsPort, consolePort, srv.C2SAddr, srv.CAFile, entry, connectorURL, user, srv.Domain)
 	path := filepath.Join(dir, "agentgw.toml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }

@@ -1,0 +1,345 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
+)
+
+// XMPPLogin returns a CheckPassword that logs in to the XMPP server's C2S
+// port at server (host:port) as the account with SCRAM (PLAIN only over
+// TLS), binds, and closes: the password is right when the server lets the
+// session start. caFile, if set, is trusted besides the system roots.
+func XMPPLogin(server, caFile string) func(ctx context.Context, bareJID, password string) error {
+	return func(ctx context.Context, bareJID, password string) error {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		c, err := xmppclient.Dial(ctx, xmppclient.Options{JID: bareJID + "/agentgw-console-login-" + randomToken(4),
+			Password: password, Server: server, CAFile: caFile})
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+const (
+	cookieName       = "agentgw_console"
+	secureCookieName = "__Host-agentgw_console"
+	loginCookie      = "agentgw_console_login"
+)
+
+type session struct {
+	id, csrf, user string
+	byToken        bool
+	expires        time.Time
+
+	mu     sync.Mutex
+	note   string
+	noteOK bool
+}
+
+func (ss *session) takeFlash() (string, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n, ok := ss.note, ss.noteOK
+	ss.note, ss.noteOK = "", false
+	return n, ok
+}
+
+func (s *Server) flash(ss *session, note string, ok bool) {
+	ss.mu.Lock()
+	ss.note, ss.noteOK = note, ok
+	ss.mu.Unlock()
+}
+
+type sessionStore struct {
+	mu  sync.Mutex
+	m   map[string]*session
+	now func() time.Time
+	ttl time.Duration
+}
+
+func newSessionStore(now func() time.Time, ttl time.Duration) *sessionStore {
+	return &sessionStore{m: map[string]*session{}, now: now, ttl: ttl}
+}
+
+// maxSessions bounds the logins held at once; the oldest go first.
+const maxSessions = 10000
+
+func (st *sessionStore) create(user string, byToken bool) *session {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := st.now()
+	for id, s := range st.m {
+		if now.After(s.expires) {
+			delete(st.m, id)
+		}
+	}
+	if len(st.m) >= maxSessions {
+		var oldest *session
+		for _, s := range st.m {
+			if oldest == nil || s.expires.Before(oldest.expires) {
+				oldest = s
+			}
+		}
+		delete(st.m, oldest.id)
+	}
+	s := &session{id: randomToken(32), csrf: randomToken(32), user: user, byToken: byToken, expires: now.Add(st.ttl)}
+	st.m[s.id] = s
+	return s
+}
+
+func (st *sessionStore) get(id string) *session {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.m[id]
+	if !ok {
+		return nil
+	}
+	if st.now().After(s.expires) {
+		delete(st.m, id)
+		return nil
+	}
+	return s
+}
+
+func (st *sessionStore) drop(id string) {
+	st.mu.Lock()
+	delete(st.m, id)
+	st.mu.Unlock()
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func (s *Server) cookieName() string {
+	if s.d.Secure {
+		return secureCookieName
+	}
+	return cookieName
+}
+
+func (s *Server) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: s.d.Secure, SameSite: http.SameSiteStrictMode})
+}
+
+// sessionOf returns the request's login, nil when none.
+func (s *Server) sessionOf(r *http.Request) *session {
+	c, err := r.Cookie(s.cookieName())
+	if err != nil || len(c.Value) > 128 {
+		return nil
+	}
+	return s.sessions.get(c.Value)
+}
+
+// sameOrigin refuses cross-site state changes before the CSRF token is
+// even read: a browser's Origin (or Sec-Fetch-Site) must be this site.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser's cross-site form (they send Origin)
+	}
+	o := strings.TrimPrefix(strings.TrimPrefix(origin, "https://"), "http://")
+	return o == r.Host
+}
+
+// authed wraps a page: it needs a login, and a state change (any method
+// but GET and HEAD) needs this session's CSRF token in the form's csrf
+// field and a same-origin request.
+func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, ss *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ss := s.sessionOf(r)
+		if ss == nil {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "Log in first.", http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) {
+				http.Error(w, "Cross-site request refused.", http.StatusForbidden)
+				return
+			}
+			if err := r.ParseForm(); err != nil {
+				http.Error(w, "The form is too large or malformed.", http.StatusRequestEntityTooLarge)
+				return
+			}
+			if !equal(r.PostFormValue("csrf"), ss.csrf) {
+				http.Error(w, "The form's CSRF token is missing or stale: reload the page.", http.StatusForbidden)
+				return
+			}
+		}
+		h(w, r, ss)
+	}
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if s.sessionOf(r) != nil {
+		http.Redirect(w, r, "/agents", http.StatusSeeOther)
+		return
+	}
+	tok := randomToken(24)
+	s.setCookie(w, loginCookie, tok, 600)
+	s.render(w, r, nil, "login", map[string]any{"LoginCSRF": tok, "XMPP": s.d.CheckPassword != nil, "Token": s.d.Token != ""})
+}
+
+// loginFailed is the one answer for every refused login: which of the
+// account, the admin list or the password was wrong is not told.
+const loginFailed = "Login failed: wrong credentials, or the account is not an operator."
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "Use the login form.", http.StatusMethodNotAllowed)
+		return
+	}
+	if !s.logLimit.allow(clientAddr(r)) {
+		w.Header().Set("Retry-After", "60")
+		http.Error(w, "Too many login attempts: wait a minute.", http.StatusTooManyRequests)
+		return
+	}
+	if !sameOrigin(r) {
+		http.Error(w, "Cross-site request refused.", http.StatusForbidden)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "The form is too large or malformed.", http.StatusRequestEntityTooLarge)
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !equal(r.PostFormValue("csrf"), c.Value) {
+		http.Error(w, "The login form is stale: reload the page.", http.StatusForbidden)
+		return
+	}
+	user, byToken, err := s.authenticate(r.Context(), r.PostFormValue("token"), r.PostFormValue("jid"), r.PostFormValue("password"))
+	if err != nil {
+		s.d.Log.Info("console login refused", "addr", clientAddr(r), "reason", err)
+		w.WriteHeader(http.StatusUnauthorized)
+		tok := randomToken(24)
+		s.setCookie(w, loginCookie, tok, 600)
+		s.render(w, r, nil, "login", map[string]any{"LoginCSRF": tok, "XMPP": s.d.CheckPassword != nil, "Token": s.d.Token != "", "Error": loginFailed})
+		return
+	}
+	ss := s.sessions.create(user, byToken)
+	s.setCookie(w, loginCookie, "", -1)
+	s.setCookie(w, s.cookieName(), ss.id, int(s.d.SessionTTL/time.Second))
+	s.d.Log.Info("console login", "operator", user, "by_token", byToken, "addr", clientAddr(r))
+	http.Redirect(w, r, "/agents", http.StatusSeeOther)
+}
+
+// authenticate checks a token, or an XMPP account: an admin first (a
+// non-admin's password is never tried), then its password by SASL.
+func (s *Server) authenticate(ctx context.Context, token, account, password string) (user string, byToken bool, err error) {
+	if token != "" {
+		if s.d.Token == "" || len(token) > 4096 || !equal(token, s.d.Token) {
+			return "", false, errors.New("wrong token")
+		}
+		return s.d.TokenUser, true, nil
+	}
+	if s.d.CheckPassword == nil {
+		return "", false, errors.New("XMPP login is off")
+	}
+	if account == "" || password == "" || len(account) > 3071 || len(password) > 1024 {
+		return "", false, errors.New("empty or oversized field")
+	}
+	j, err := jid.Parse(account)
+	if err != nil || j.Localpart() == "" {
+		return "", false, errors.New("not an account JID")
+	}
+	bare := j.Bare().String()
+	if !s.d.IsAdmin(bare) {
+		return "", false, errors.New("not in [xmpp] admins")
+	}
+	if err := s.d.CheckPassword(ctx, bare, password); err != nil {
+		return "", false, errors.New("XMPP login failed")
+	}
+	return bare, false, nil
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, ss *session) {
+	s.sessions.drop(ss.id)
+	s.setCookie(w, s.cookieName(), "", -1)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// clientAddr is the rate limit's key: the peer's IP.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limiter is a token bucket per key.
+type limiter struct {
+	mu    sync.Mutex
+	rate  float64
+	burst float64
+	now   func() time.Time
+	m     map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
+	return &limiter{rate: rate, burst: float64(burst), now: now, m: map[string]*bucket{}}
+}
+
+// maxBuckets bounds the addresses tracked; full buckets are forgotten.
+const maxBuckets = 100000
+
+func (l *limiter) allow(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b, ok := l.m[key]
+	if !ok {
+		if len(l.m) >= maxBuckets {
+			for k, x := range l.m {
+				if x.tokens+now.Sub(x.last).Seconds()*l.rate >= l.burst {
+					delete(l.m, k)
+				}
+			}
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.m[key] = b
+	}
+	b.tokens += now.Sub(b.last).Seconds() * l.rate
+	if b.tokens > l.burst {
+		b.tokens = l.burst
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,6 +212,9 @@ func Descendants(pid int) []int {
 				if k, err := strconv.Atoi(s); err == nil {
 					out = append(out, k)
 					queue = append(queue, k)
+					if st, ok := startTime(k); ok {
+						listed.Store(k, st)
+					}
 				}
 			}
 		}
@@ -218,10 +222,40 @@ func Descendants(pid int) []int {
 	return out
 }
 
-// KillAll kills the listed processes, and the process group of each one
-// that leads its own group.
+// listed remembers the start time of each process Descendants listed,
+// so that KillAll kills that process and never another that got its PID
+// since: pid_max is 32768 here, and a full test run wraps it.
+var listed sync.Map // pid → start time (clock ticks after boot)
+
+// startTime is field 22 of /proc/pid/stat.
+func startTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) may hold spaces and parentheses: the
+	// fields after it start after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	return st, err == nil
+}
+
+// KillAll kills the listed processes (each only if it is still the
+// process Descendants listed), and the process group of each one that
+// leads its own group.
 func KillAll(pids []int) {
 	for _, pid := range pids {
+		was, ok := listed.Load(pid)
+		if now, alive := startTime(pid); !ok || !alive || now != was.(uint64) {
+			continue // gone, or its PID now belongs to another process
+		}
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentgw/agentgw/testkit"
 )
 
 // The bash script completes what the commands themselves accept: it is
@@ -18,7 +20,7 @@ func TestCompletionBash(t *testing.T) {
 	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash")
+		testkit.Unavailable(t, "bash is not installed")
 	}
 	var script bytes.Buffer
 	if code := run(context.Background(), []string{"completion", "bash"}, &script, os.Stderr); code != 0 {

@@ -469,10 +469,13 @@ func (s *Server) reconcile(ctx context.Context, sess *session) {
 		if live {
 			continue
 		}
+		// Remembered before cancel_run goes out: the connector's
+		// run_cancelled may be read before send returns, and must find the
+		// run settled rather than get 4004.
+		s.settled.noteEnded(r.RunID, sess.conn.ID, agentKey(sess.conn.Name, r.AgentID), true, time.Time{})
 		if err := sess.send(map[string]any{"type": TypeCancelRun, "run_id": r.RunID}); err != nil {
 			return
 		}
-		s.settled.noteEnded(r.RunID, sess.conn.ID, agentKey(sess.conn.Name, r.AgentID), true, time.Time{})
 		s.log.Info("acc: cancelled a run no task follows any more", "connector", sess.conn.Name, "run", r.RunID, "task", r.TaskID)
 		if err := s.o.Store.SetRunState(ctx, r.RunID, accdb.RunDone); err != nil {
 			s.log.Warn("acc: cannot record a cancelled run", "run", r.RunID, "error", err)

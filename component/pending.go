@@ -80,19 +80,15 @@ func (t *pendingTable) cancel(id string, p *pendingIQ) {
 // resolve delivers an IQ result or error. It returns false when no request
 // with this id waits for an answer from this address.
 func (t *pendingTable) resolve(id string, from jid.JID, el *xmltree.Element) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.m[id]
-	if p == nil || !t.answers(p.to, from) {
-		return false
-	}
-	delete(t.m, id)
-	p.ch <- iqOutcome{el: el}
-	return true
+	return t.finish(id, from, iqOutcome{el: el})
 }
 
 // fail ends the wait of the request with id, answered by from, with err.
 func (t *pendingTable) fail(id string, from jid.JID, err error) bool {
+	return t.finish(id, from, iqOutcome{err: err})
+}
+
+func (t *pendingTable) finish(id string, from jid.JID, out iqOutcome) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.m[id]
@@ -100,7 +96,7 @@ func (t *pendingTable) fail(id string, from jid.JID, err error) bool {
 		return false
 	}
 	delete(t.m, id)
-	p.ch <- iqOutcome{err: err}
+	p.ch <- out
 	return true
 }
 

@@ -155,12 +155,13 @@ type Tokens struct {
 	Scope        string `json:"scope"`
 }
 
-// token posts form to the token endpoint as client.
-func (is *Issuer) token(ctx context.Context, c Client, form url.Values) (*Tokens, error) {
+// post posts form to path as client (HTTP Basic, or client_id in the
+// form for a public client) and returns the body of a 200.
+func (is *Issuer) post(ctx context.Context, c Client, path string, form url.Values) ([]byte, error) {
 	if c.AuthMethod == "none" {
 		form.Set("client_id", c.ID)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+"/token", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if c.AuthMethod != "none" {
 		req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
@@ -172,7 +173,16 @@ func (is *Issuer) token(ctx context.Context, c Client, form url.Values) (*Tokens
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("token endpoint: %s: %s", resp.Status, body)
+		return nil, fmt.Errorf("%s: %s: %s", path, resp.Status, body)
+	}
+	return body, nil
+}
+
+// token posts form to the token endpoint as client.
+func (is *Issuer) token(ctx context.Context, c Client, form url.Values) (*Tokens, error) {
+	body, err := is.post(ctx, c, "/token", form)
+	if err != nil {
+		return nil, err
 	}
 	var t Tokens
 	return &t, json.Unmarshal(body, &t)
@@ -191,24 +201,8 @@ func (is *Issuer) Refresh(ctx context.Context, c Client, refresh, resource strin
 
 // Revoke revokes a token (RFC 7009).
 func (is *Issuer) Revoke(ctx context.Context, c Client, token string) error {
-	form := url.Values{"token": {token}}
-	if c.AuthMethod == "none" {
-		form.Set("client_id", c.ID)
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, is.URL+"/token/revocation", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if c.AuthMethod != "none" {
-		req.SetBasicAuth(url.QueryEscape(c.ID), url.QueryEscape(c.Secret))
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("revocation endpoint: %s", resp.Status)
-	}
-	return nil
+	_, err := is.post(ctx, c, "/token/revocation", url.Values{"token": {token}})
+	return err
 }
 
 // Login runs the authorization code grant with PKCE as user would in a

@@ -143,33 +143,54 @@ func (c *callRun) setState(s agentproto.State) {
 
 // call invokes the tool and follows the task to its end.
 func (f *Front) call(ctx context.Context, b *binding, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	canon, bad := arguments(b, req)
+	if bad != "" {
+		return toolError(bad, nil), nil
+	}
+	c, ir, acc, err, rpcErr := f.admit(ctx, b, req, canon)
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
+	if err != nil {
+		return c.invokeFailed(ctx, ir, err)
+	}
+	c.accepted(acc)
+	return c.follow(ctx, *acc, nil)
+}
+
+// arguments canonicalizes the call's arguments (none: {}) and validates
+// them against the tool's input schema; bad says what is wrong.
+func arguments(b *binding, req *mcp.CallToolRequest) (canon json.RawMessage, bad string) {
 	args := json.RawMessage(req.Params.Arguments)
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	canon, v, err := ijson.Canonicalize(args, ijson.Limits{})
 	if err != nil {
-		return toolError("The arguments are not valid I-JSON: "+err.Error(), nil), nil
+		return nil, "The arguments are not valid I-JSON: " + err.Error()
 	}
 	if err := b.input.Validate(v); err != nil {
-		return toolError("The arguments do not match the tool's input schema: "+err.Error(), nil), nil
+		return nil, "The arguments do not match the tool's input schema: " + err.Error()
 	}
-	depth, err := delegationDepth(req)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	return canon, ""
+}
+
+// admit invokes the tool with canon and returns the run that follows it
+// and the invoke's outcome; rpcErr is a malformed request (its
+// delegation depth).
+func (f *Front) admit(ctx context.Context, b *binding, req *mcp.CallToolRequest, canon json.RawMessage) (c *callRun, ir *agentclient.InvokeRequest, acc *agentclient.Accepted, err error, rpcErr error) {
+	depth, derr := delegationDepth(req)
+	if derr != nil {
+		return nil, nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: derr.Error()}
 	}
-	c := f.newRun(ctx, b, b.ep, req, taskMeta{Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version})
-	ir := &agentclient.InvokeRequest{Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash, Arguments: canon}
+	c = f.newRun(ctx, b, b.ep, req, taskMeta{Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version})
+	ir = &agentclient.InvokeRequest{Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash, Arguments: canon}
 	if b.delegation {
 		ir.DelegationDepth = depth
 	}
-	acc, err := f.c.Invoke(ctx, b.ep, ir)
+	acc, err = f.c.Invoke(ctx, b.ep, ir)
 	c.tm.RequestID = ir.RequestID
-	if err != nil {
-		return c.invokeFailed(ctx, ir, err)
-	}
-	c.accepted(acc)
-	return c.follow(ctx, *acc, nil)
+	return c, ir, acc, err, nil
 }
 
 func (c *callRun) accepted(acc *agentclient.Accepted) {

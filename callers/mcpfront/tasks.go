@@ -29,7 +29,6 @@ import (
 
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/callers/agentclient"
-	"github.com/agentgw/agentgw/internal/ijson"
 	"github.com/agentgw/agentgw/xep/xmpptime"
 )
 
@@ -264,34 +263,17 @@ func (r *jsonResult) MarshalJSON() ([]byte, error) {
 
 // callAsTask invokes the tool and answers with the task at once.
 func (f *Front) callAsTask(ctx context.Context, b *binding, req *mcp.CallToolRequest, mode taskMode) (mcp.Result, error) {
-	args := json.RawMessage(req.Params.Arguments)
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	bad := func(msg string) (mcp.Result, error) {
+	canon, bad := arguments(b, req)
+	if bad != "" {
 		if mode == mode2026 {
-			return toolError(msg, nil), nil
+			return toolError(bad, nil), nil
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: bad}
 	}
-	canon, v, err := ijson.Canonicalize(args, ijson.Limits{})
-	if err != nil {
-		return bad("The arguments are not valid I-JSON: " + err.Error())
+	c, ir, acc, err, rpcErr := f.admit(ctx, b, req, canon)
+	if rpcErr != nil {
+		return nil, rpcErr
 	}
-	if err := b.input.Validate(v); err != nil {
-		return bad("The arguments do not match the tool's input schema: " + err.Error())
-	}
-	depth, err := delegationDepth(req)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-	}
-	c := f.newRun(ctx, b, b.ep, req, taskMeta{Endpoint: b.ep.String(), Tool: b.tool.Name, Version: b.version})
-	ir := &agentclient.InvokeRequest{Tool: b.tool.Name, Version: b.version, ManifestHash: b.hash, Arguments: canon}
-	if b.delegation {
-		ir.DelegationDepth = depth
-	}
-	acc, err := f.c.Invoke(ctx, b.ep, ir)
-	c.tm.RequestID = ir.RequestID
 	if err != nil {
 		res, rerr := c.invokeFailed(ctx, ir, err)
 		if rerr != nil || mode == mode2026 {

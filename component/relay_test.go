@@ -103,6 +103,8 @@ func TestRelayAnswerReachesTheMemberThatAsked(t *testing.T) {
 	if out.err != nil || out.el.AttrValue("id") != id || out.el.Child("urn:xmpp:http:upload:0", "slot") == nil {
 		t.Fatalf("outcome %+v", out)
 	}
+	// The counters move after the answer is handed over: wait for them.
+	testkit.WaitFor(t, 10*time.Second, "the relay counters", func() bool { return b.forwarded.Load() == 1 && a.relayedIn.Load() == 1 })
 	if b.forwarded.Load() != 1 || a.relayedIn.Load() != 1 || a.droppedAnswers.Load()+b.droppedAnswers.Load() != 0 {
 		t.Fatalf("forwarded %d relayed %d", b.forwarded.Load(), a.relayedIn.Load())
 	}

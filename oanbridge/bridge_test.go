@@ -573,6 +573,7 @@ func TestQuietRevocationNoticedWithoutACall(t *testing.T) {
 	testkit.WaitFor(t, 30*time.Second, "presence available", f.avail.up)
 	srv.RevokeQuiet()
 	testkit.WaitFor(t, 20*time.Second, "down after a quiet revocation, with no call", func() bool { return !f.b.Connected() && !f.avail.up() })
+	testkit.WaitFor(t, 10*time.Second, "the revocation log line", func() bool { return strings.Contains(f.logs.String(), "OAN revoked the API key") })
 	if n := strings.Count(f.logs.String(), "OAN revoked the API key"); n != 1 {
 		t.Fatalf("%d revocation log lines, want 1", n)
 	}

@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	g.Presence = dirxmpp.Register(g.Router, deps)
 	g.Catalog.SetPresence(g.Presence)
 	g.Registry.OnChange(g.Catalog.Signal)
-	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Log: log}).Register(g.Router)
+	(&taskxmpp.Handlers{Engine: observedEngine{Engine: g.Engine, m: g.Metrics, starts: starts}, Lister: g.Engine, Log: log}).Register(g.Router)
 	g.Metrics.SetTaskStateSource(g.taskCounts)
 	g.Metrics.SetStoreCheck(g.Store.Ping)
 	g.Router.SetLimiter(func(requester jid.JID, space, local string) bool {

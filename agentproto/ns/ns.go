@@ -32,6 +32,11 @@ const (
 	MetaDelegationDepth = "agentgw/delegationDepth"
 )
 
+// TaskList is agentgw's extension that lists a requester's own tasks (an
+// IQ get to the gateway domain; docs/task-list.md). The protocol has no
+// task listing.
+const TaskList = "urn:agentgw:task-list:0"
+
 // XEPs.
 const (
 	DiscoInfo  = "http://jabber.org/protocol/disco#info"  // XEP-0030

@@ -84,7 +84,7 @@ type Front struct {
 	tools  map[string]*binding // MCP name → binding
 	notify mcp.Connection      // stdio: where task status notifications go
 
-	known    knownTasks                             // tasks/list
+	known    knownTasks                             // failed task lookups
 	watchers atomic.Int64                           // tasks being watched
 	sessions map[*mcp.ServerSession]context.Context // under mu
 }

@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -48,8 +49,6 @@ const (
 	pollInterval = 1000 // ms
 	// maxListPage bounds a tasks/list page.
 	maxListPage = 50
-	// maxKnownTasks bounds the tasks/list registry of one process.
-	maxKnownTasks = 10000
 	// maxWatchers bounds the tasks whose progress and status the front
 	// forwards at once; beyond it hosts only poll.
 	maxWatchers = 1000
@@ -289,7 +288,6 @@ func (f *Front) callAsTask(ctx context.Context, b *binding, req *mcp.CallToolReq
 	}
 	c.accepted(acc)
 	id := encodeTaskID(b.ep, acc.TaskID, b.tool.Name)
-	f.remember(id)
 	st := &agentclient.TaskState{TaskID: acc.TaskID, State: agentproto.StateAccepted, Revision: acc.Revision,
 		Created: acc.Created, Updated: acc.Created, RetainUntil: acc.RetainUntil}
 	tm := c.meta()
@@ -305,7 +303,7 @@ func (f *Front) callAsTask(ctx context.Context, b *binding, req *mcp.CallToolReq
 		return &jsonResult{fields: fields, ResultBase: mcp.ResultBase{Meta: mcp.Meta{MetaTask: tm}}}, nil
 	}
 	return &jsonResult{
-		fields: map[string]any{"task": task2025(id, st, "", false)},
+		fields: map[string]any{"task": task2025(id, st, "", false, false)},
 		ResultBase: mcp.ResultBase{Meta: mcp.Meta{
 			MetaTask:      tm,
 			metaImmediate: "The tool runs as XMPP task " + acc.TaskID + " of " + b.ep.String() + "; its result follows when it is done.",
@@ -351,20 +349,35 @@ func stamp(s string) string {
 }
 
 // task2025 is the 2025-11-25 Task. toolError marks a completed task whose
-// result is a tool error, which that revision reports as failed.
-func task2025(id string, st *agentclient.TaskState, msg string, toolError bool) map[string]any {
-	s := status(st.State)
+// result is a tool error, which that revision reports as failed;
+// cancelled marks a task whose cancellation the gateway accepted, which
+// that revision reports cancelled from then on.
+func task2025(id string, st *agentclient.TaskState, msg string, toolError, cancelled bool) map[string]any {
+	s := status2025(st.State, cancelled)
 	if toolError && s == "completed" {
 		s = "failed"
 	}
 	if msg == "" {
 		msg = "XMPP task " + st.TaskID + ": " + string(st.State)
+		if s == "cancelled" && st.State != agentproto.StateCancelled {
+			msg += " (its cancellation was accepted; the MCP task is cancelled)"
+		}
 	}
 	return map[string]any{
 		"taskId": id, "status": s, "statusMessage": msg,
 		"createdAt": stamp(st.Created), "lastUpdatedAt": stamp(st.Updated),
 		"ttl": ttlOf(st), "pollInterval": pollInterval,
 	}
+}
+
+// status2025 is status for 2025-11-25, where tasks/cancel makes a task
+// cancelled for good: XMPP cancelling, and any state after an accepted
+// cancellation, is cancelled.
+func status2025(s agentproto.State, cancelAccepted bool) string {
+	if s == agentproto.StateCancelling || cancelAccepted {
+		return "cancelled"
+	}
+	return status(s)
 }
 
 // task2026 is the 2026-07-28 Task (without the status-specific members).
@@ -464,7 +477,6 @@ func (f *Front) lookup(ctx context.Context, p *taskParams) (string, taskRef, *ag
 		}
 		return "", taskRef{}, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the agent did not answer the task-state query; try again"}
 	}
-	f.remember(*p.TaskID)
 	return *p.TaskID, ref, st, nil
 }
 
@@ -541,7 +553,14 @@ func (f *Front) tasksGet(ctx context.Context, ss *mcp.ServerSession, p *taskPara
 			}
 		}
 	}
-	return &jsonResult{fields: task2025(id, st, msg, toolErr)}, nil
+	cancelled := false
+	if st.State == agentproto.StateCompleted || st.State == agentproto.StateFailed {
+		// Settled after an accepted cancellation: still cancelled here.
+		if cancelled = f.cancelAccepted(ctx, ref); cancelled {
+			msg = ""
+		}
+	}
+	return &jsonResult{fields: task2025(id, st, msg, toolErr, cancelled)}, nil
 }
 
 // detailed is the 2026-07-28 DetailedTask of st.
@@ -611,50 +630,75 @@ func (f *Front) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *taskP
 	return res, err
 }
 
-// tasksCancel: 2025-11-25 answers the task after the cancel settled (or
-// the wait ran out); 2026-07-28 acknowledges once the cancel was sent.
+// tasksCancel sends <cancel/> to the XMPP task (retrying on conflict).
+// 2025-11-25 must move the task to cancelled before it answers and keep
+// it there: the front answers cancelled once the gateway accepted the
+// cancellation, and from then on reports the task cancelled whatever the
+// agent settles (cancelAccepted); a task that settled before the
+// cancellation was accepted is -32602, as for any terminal task.
+// 2026-07-28 acknowledges once the cancellation was accepted
+// (cooperative: the task may still complete).
 func (f *Front) tasksCancel(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*jsonResult, error) {
 	id, ref, st, err := f.lookup(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if st.Terminal() {
-		return nil, invalid("cannot cancel the task: it is already in terminal status " + status(st.State))
+	mrtr := protocolOf(p.Meta, ss) >= protocolMRTR
+	if st.Terminal() || (!mrtr && st.State == agentproto.StateCancelling) {
+		return nil, invalid("cannot cancel the task: it is already in terminal status " + status2025(st.State, true))
 	}
 	c := f.runFor(ctx, ss, ref, st, id)
-	if protocolOf(p.Meta, ss) >= protocolMRTR {
-		if err := c.requestCancel(ctx, "the MCP host cancelled the task"); err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the cancel could not be delivered to the agent; try again"}
-		}
+	now, accepted, err := c.requestCancel(ctx, "the MCP host cancelled the task")
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the cancel could not be delivered to the agent; try again"}
+	}
+	if mrtr {
 		return &jsonResult{fields: map[string]any{"resultType": "complete"}}, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, f.opts.CancelWait)
-	defer cancel()
-	if _, err := c.cancelAndSettle(wctx, "the MCP host cancelled the task"); err != nil && ctx.Err() == nil {
-		f.log.Info("a cancelled task did not settle within the wait", "endpoint", ref.ep.String(), "task", ref.taskID)
+	if !accepted && now.State != agentproto.StateCancelling {
+		// It settled before the cancellation reached it.
+		return nil, invalid("cannot cancel the task: it is already in terminal status " + status(now.State))
 	}
-	if now, err := f.c.State(ctx, ref.ep, ref.taskID); err == nil {
-		st = now
-	}
-	return &jsonResult{fields: task2025(id, st, "", false)}, nil
+	return &jsonResult{fields: task2025(id, now, "the XMPP task accepted the cancellation (revision "+
+		strconv.FormatInt(now.Revision, 10)+"); the agent may still finish its work, the MCP task stays cancelled", false, true)}, nil
 }
 
 // requestCancel sends cancel at the current revision, retrying on
-// conflict; it does not wait for the task to settle.
-func (c *callRun) requestCancel(ctx context.Context, reason string) error {
+// conflict; it does not wait for the task to settle. It returns the
+// task's state after (cancelling at the acceptance revision when this
+// request was accepted) and whether it was.
+func (c *callRun) requestCancel(ctx context.Context, reason string) (*agentclient.TaskState, bool, error) {
 	for attempt := 0; ; attempt++ {
 		st, err := c.f.c.State(ctx, c.ep, c.meta().TaskID)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		if st.Terminal() || st.State == agentproto.StateCancelling {
-			return nil
+			return st, false, nil
 		}
-		_, err = c.f.c.Cancel(ctx, c.ep, st.TaskID, st.Revision, &reason)
-		if err == nil || agentclient.Condition(err) != "conflict" || attempt >= 5 {
-			return err
+		rev, err := c.f.c.Cancel(ctx, c.ep, st.TaskID, st.Revision, &reason)
+		if err == nil {
+			st.State, st.Revision, st.Updated = agentproto.StateCancelling, rev, xmpptime.Format(time.Now())
+			return st, true, nil
+		}
+		if agentclient.Condition(err) != "conflict" || attempt >= 5 {
+			return nil, false, err
 		}
 	}
+}
+
+// cancelAccepted reports whether the gateway accepted a cancellation of
+// the task (the task-list extension says so; a gateway without it: no).
+func (f *Front) cancelAccepted(ctx context.Context, ref taskRef) bool {
+	tl, ok := f.c.(taskLister)
+	if !ok {
+		return false
+	}
+	page, err := tl.ListTasks(ctx, ref.ep.Domain(), agentclient.TaskListQuery{TaskID: ref.taskID, Max: 1})
+	if err != nil || len(page.Tasks) != 1 || page.Tasks[0].TaskID != ref.taskID {
+		return false
+	}
+	return page.Tasks[0].CancelRevision > 0
 }
 
 // tasksUpdate (2026-07-28) answers the task's outstanding input request.
@@ -686,7 +730,7 @@ func (f *Front) tasksUpdate(ctx context.Context, ss *mcp.ServerSession, p *taskP
 		if resp.Action == "cancel" {
 			reason = "the user dismissed the input request"
 		}
-		if err := c.requestCancel(ctx, reason); err != nil {
+		if _, _, err := c.requestCancel(ctx, reason); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the cancel could not be delivered to the agent; try again"}
 		}
 		return ack, nil
@@ -710,95 +754,177 @@ func (f *Front) tasksUpdate(ctx context.Context, ss *mcp.ServerSession, p *taskP
 	return ack, nil
 }
 
-// knownTasks is what tasks/list can show: XMPP has no listing of a
-// caller's tasks, so it is the tasks this process created or resolved.
+// knownTasks counts the lookups that did not resolve, for the log.
 type knownTasks struct {
 	sync.Mutex
-	ids    []string
-	seen   map[string]bool
 	misses int
 	logged time.Time
 }
 
-func (f *Front) remember(id string) {
-	f.known.Lock()
-	defer f.known.Unlock()
-	if f.known.seen == nil {
-		f.known.seen = map[string]bool{}
-	}
-	if f.known.seen[id] {
-		return
-	}
-	if len(f.known.ids) >= maxKnownTasks {
-		delete(f.known.seen, f.known.ids[0])
-		f.known.ids = f.known.ids[1:]
-	}
-	f.known.seen[id] = true
-	f.known.ids = append(f.known.ids, id)
+// taskLister is the optional listing side of a Client: agentgw's
+// task-list extension (docs/task-list.md), which *agentclient.Client has.
+type taskLister interface {
+	ListTasks(ctx context.Context, gateway jid.JID, q agentclient.TaskListQuery) (*agentclient.TaskList, error)
 }
 
-func (f *Front) forget(id string) {
-	f.known.Lock()
-	defer f.known.Unlock()
-	if !f.known.seen[id] {
-		return
+var _ taskLister = (*agentclient.Client)(nil)
+
+// Bounds of a tasks/list cursor.
+const (
+	maxCursorLen     = 4096
+	maxCursorDomains = 32
+)
+
+// listCursor is the position of a tasks/list walk in each gateway that
+// may still hold tasks: domain → the cursor of the last task taken from
+// it ("" for none yet). A domain absent from it is exhausted.
+type listCursor map[string]string
+
+func decodeListCursor(s string) (listCursor, bool) {
+	if len(s) > maxCursorLen {
+		return nil, false
 	}
-	delete(f.known.seen, id)
-	for i := range f.known.ids {
-		if f.known.ids[i] == id {
-			f.known.ids = append(f.known.ids[:i], f.known.ids[i+1:]...)
-			break
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		return nil, false
+	}
+	var c listCursor
+	if json.Unmarshal(b, &c) != nil || len(c) == 0 || len(c) > maxCursorDomains {
+		return nil, false
+	}
+	for d, after := range c {
+		if _, err := jid.Parse(d); err != nil || len(after) > 256 {
+			return nil, false
 		}
 	}
+	return c, true
 }
 
-// tasksList (2025-11-25) pages the tasks this process knows, newest
-// first, each read from its XMPP task; ones the gateway no longer has are
-// dropped. The cursor is the offset, in the same base64url as the ids.
+// gatewayDomains are the domains of the endpoints the front lists: the
+// gateways it may ask for the account's tasks.
+func (f *Front) gatewayDomains() []string {
+	seen := map[string]bool{}
+	for bare := range f.cat.Snapshot() {
+		if j, err := jid.Parse(bare); err == nil {
+			seen[j.Domainpart()] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	if len(out) > maxCursorDomains {
+		out = out[:maxCursorDomains]
+	}
+	return out
+}
+
+// tasksList (2025-11-25) pages the account's own tasks, newest first,
+// from the gateways themselves (the task-list extension): a restarted
+// front lists the tasks an earlier process created, and a gateway lists
+// only the tasks of the account that asks. Pages of several gateways are
+// merged by creation time; the cursor holds each gateway's position. A
+// gateway without the extension contributes nothing.
 func (f *Front) tasksList(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*jsonResult, error) {
-	off := 0
 	if p != nil && p.bad != "" {
 		return nil, invalid(p.bad)
 	}
+	cur := listCursor{}
 	if p != nil && p.Cursor != nil {
-		b, err := b64.DecodeString(*p.Cursor)
-		n, err2 := strconv.Atoi(string(b))
-		if err != nil || err2 != nil || n < 0 || n > maxKnownTasks {
+		c, ok := decodeListCursor(*p.Cursor)
+		if !ok {
 			return nil, invalid("invalid cursor")
 		}
-		off = n
+		cur = c
+	} else {
+		for _, d := range f.gatewayDomains() {
+			cur[d] = ""
+		}
 	}
-	f.known.Lock()
-	ids := make([]string, len(f.known.ids))
-	for i, id := range f.known.ids {
-		ids[len(ids)-1-i] = id
+	tl, ok := f.c.(taskLister)
+	if !ok {
+		return &jsonResult{fields: map[string]any{"tasks": []any{}}}, nil
 	}
-	f.known.Unlock()
+	type source struct {
+		domain string
+		tasks  []agentclient.ListedTask
+		more   bool
+		taken  int
+	}
+	var srcs []*source
+	domains := make([]string, 0, len(cur))
+	for d := range cur {
+		domains = append(domains, d)
+	}
+	sort.Strings(domains)
+	for _, d := range domains {
+		gw, err := jid.Parse(d)
+		if err != nil {
+			continue
+		}
+		page, err := tl.ListTasks(ctx, gw, agentclient.TaskListQuery{After: cur[d], Max: maxListPage})
+		switch {
+		case err == nil:
+			srcs = append(srcs, &source{domain: d, tasks: page.Tasks, more: page.More})
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case agentclient.Condition(err) != "":
+			// No extension there (or not for this account): nothing
+			// to list from that gateway.
+			f.log.Debug("a gateway did not list tasks", "gateway", d, "condition", agentclient.Condition(err))
+		default:
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a gateway did not answer the task list query; try again"}
+		}
+	}
+	// Merge newest first.
 	out := []map[string]any{}
-	next := ""
-	for i := off; i < len(ids); i++ {
-		if len(out) == maxListPage {
-			next = b64.EncodeToString([]byte(strconv.Itoa(i)))
+	for len(out) < maxListPage {
+		var best *source
+		var bestAt time.Time
+		for _, s := range srcs {
+			if s.taken == len(s.tasks) {
+				continue
+			}
+			t := s.tasks[s.taken]
+			at := parseStamp(t.Created)
+			if best == nil || at.After(bestAt) || (at.Equal(bestAt) && t.TaskID > best.tasks[best.taken].TaskID) {
+				best, bestAt = s, at
+			}
+		}
+		if best == nil {
 			break
 		}
-		ref, err := decodeTaskID(ids[i])
-		if err != nil {
-			continue
-		}
-		st, err := f.c.State(ctx, ref.ep, ref.taskID)
-		if err != nil {
-			if agentclient.Condition(err) == "item-not-found" {
-				f.forget(ids[i])
+		t := best.tasks[best.taken]
+		best.taken++
+		st := &agentclient.TaskState{TaskID: t.TaskID, Endpoint: t.Endpoint.String(), APIVersion: t.APIVersion, State: t.State,
+			Revision: t.Revision, Created: t.Created, Updated: t.Updated, RetainUntil: t.RetainUntil, ResultAvailable: t.ResultAvailable}
+		out = append(out, task2025(encodeTaskID(t.Endpoint, t.TaskID, t.Tool), st, "", false, t.CancelRevision > 0))
+	}
+	next := listCursor{}
+	for _, s := range srcs {
+		switch {
+		case s.taken < len(s.tasks) || s.more:
+			if s.taken > 0 {
+				next[s.domain] = s.tasks[s.taken-1].Cursor
+			} else {
+				next[s.domain] = cur[s.domain]
 			}
-			continue
 		}
-		out = append(out, task2025(ids[i], st, "", false))
 	}
 	fields := map[string]any{"tasks": out}
-	if next != "" {
-		fields["nextCursor"] = next
+	if len(next) > 0 {
+		b, _ := json.Marshal(next)
+		fields["nextCursor"] = b64.EncodeToString(b)
 	}
 	return &jsonResult{fields: fields}, nil
+}
+
+func parseStamp(s string) time.Time {
+	if t, err := xmpptime.Parse(s); err == nil {
+		return t.Time()
+	}
+	return time.Time{}
 }
 
 // watch forwards a 2025-11-25 task's progress to the host that created it
@@ -879,8 +1005,8 @@ func (f *Front) watch(ss *mcp.ServerSession, ep jid.JID, st agentclient.TaskStat
 				cur.State = stateOfEvent(ev)
 			}
 			f.notifyStatus(id, &cur)
-			if cur.State.Terminal() {
-				return
+			if cur.State.Terminal() || cur.State == agentproto.StateCancelling {
+				return // cancelling is 2025-11-25's terminal cancelled
 			}
 		}
 	}
@@ -926,7 +1052,7 @@ func (f *Front) notifyStatus(id string, st *agentclient.TaskState) {
 	if n == nil {
 		return
 	}
-	raw, err := json.Marshal(task2025(id, st, "", false))
+	raw, err := json.Marshal(task2025(id, st, "", false, false))
 	if err != nil {
 		return
 	}

@@ -79,6 +79,9 @@ func startTaskEnvWith(tb testing.TB, mutate func(*config.Config), noNagle bool) 
 		b, _ := json.Marshal("unit " + string(ans))
 		return run.Complete(tasks.ToolResult{Content: json.RawMessage(`[{"type":"text","text":` + string(b) + `}]`)})
 	}})
+	// In this env "fail" is an agent that ignores cancellation: it
+	// completes after the cancellation was accepted (tasks_list_e2e_test.go).
+	x0.Script("fail", taskstest.Step{AwaitCancel: true}, taskstest.Step{Complete: taskstest.Text("finished anyway")})
 	srv := xmppharness.StartProsody(tb, xmppharness.ProsodyOptions{})
 	if noNagle {
 		cfg, err := os.ReadFile(srv.ConfigPath)
@@ -324,8 +327,9 @@ func TestTasksTSClientKill9(t *testing.T) {
 	if h2.Steps[0].Error != nil || h2.Steps[0].Task["status"] != "working" {
 		t.Fatalf("http get from a new client = %+v %+v", h2.Steps[0].Task, h2.Steps[0].Error)
 	}
-	if l, _ := h2.Steps[1].List["tasks"].([]any); len(l) != 1 || l[0].(map[string]any)["taskId"] != id2 {
-		t.Fatalf("tasks/list = %v", h2.Steps[1].List)
+	// The list comes from the gateway: the stdio front's task too.
+	if got := listedIDs(t, h2.Steps[1].List); len(got) != 2 || got[0] != id2 || got[1] != id1 {
+		t.Fatalf("tasks/list = %v, want [%s %s]", got, id2, id1)
 	}
 	if err := front1.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -34,8 +34,15 @@ type Engine interface {
 // Handlers serves the task IQs of every endpoint.
 type Handlers struct {
 	Engine Engine
+	// Lister, when set, serves the task-list extension (list.go).
+	Lister Lister
 	Log    *slog.Logger
 }
+
+// requester is the principal every task operation authorizes by: the
+// requester's bare JID. Invoke, provide-input, cancel, the recovery
+// queries and the task list all resolve it here, and only here.
+func requester(iq component.IQ) string { return iq.From.Bare().String() }
 
 // Register installs the task IQ handlers. They are AccessInvocable: the
 // router lets through only requesters who may see the endpoint, may invoke
@@ -55,6 +62,7 @@ func (h *Handlers) Register(r *component.Router) {
 	r.HandleEndpointIQ(set, ns.Task, "cancel", component.AccessInvocable, component.IQHandlerFunc(h.cancel))
 	r.HandleEndpointIQ(get, ns.Task, "task-state-request", component.AccessInvocable, component.IQHandlerFunc(h.state))
 	r.HandleEndpointIQ(get, ns.Task, "task-result-request", component.AccessInvocable, component.IQHandlerFunc(h.result))
+	h.registerList(r)
 }
 
 func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Element, error) {
@@ -62,7 +70,7 @@ func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	inv.Caller = iq.From.Bare().String()
+	inv.Caller = requester(iq)
 	inv.Route = iq.From.String()
 	inv.Endpoint = iq.To.Bare().String()
 	// A task that starts in its admission commit announces revision 1
@@ -80,7 +88,7 @@ func (h *Handlers) provideInput(ctx context.Context, iq component.IQ) (*xmltree.
 	if err != nil {
 		return nil, err
 	}
-	in.Caller = iq.From.Bare().String()
+	in.Caller = requester(iq)
 	in.Endpoint = iq.To.Bare().String()
 	taskID, rev, err := h.Engine.ProvideInput(ctx, in)
 	if err != nil {
@@ -94,7 +102,7 @@ func (h *Handlers) cancel(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	c.Caller = iq.From.Bare().String()
+	c.Caller = requester(iq)
 	c.Endpoint = iq.To.Bare().String()
 	taskID, rev, err := h.Engine.Cancel(ctx, c)
 	if err != nil {
@@ -108,7 +116,7 @@ func (h *Handlers) state(ctx context.Context, iq component.IQ) (*xmltree.Element
 	if err != nil {
 		return nil, err
 	}
-	snap, err := h.Engine.State(ctx, iq.From.Bare().String(), iq.To.Bare().String(), taskID)
+	snap, err := h.Engine.State(ctx, requester(iq), iq.To.Bare().String(), taskID)
 	if err != nil {
 		return nil, h.mapError(err, "task-state-request")
 	}
@@ -120,7 +128,7 @@ func (h *Handlers) result(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.Engine.Result(ctx, iq.From.Bare().String(), iq.To.Bare().String(), taskID)
+	res, err := h.Engine.Result(ctx, requester(iq), iq.To.Bare().String(), taskID)
 	if err != nil {
 		return nil, h.mapError(err, "task-result-request")
 	}

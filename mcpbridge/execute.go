@@ -210,6 +210,9 @@ func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
 		return tasks.Failure{Code: *code, Message: unsupportedMessage(*code)}
 	}
 	if isRPC {
+		if tooLarge(werr) {
+			return tasks.Failure{Code: agentproto.CodeResultTooLarge, Message: "The MCP server's response was larger than the gateway's stdio frame limit (16 MiB); it was discarded, the server stays in use."}
+		}
 		if werr.Code == mcp.CodeURLElicitationRequired {
 			b.recordLoss(st, agentproto.CodeUnsupportedURLElicitation)
 			return tasks.Failure{Code: agentproto.CodeUnsupportedURLElicitation, Message: unsupportedMessage(agentproto.CodeUnsupportedURLElicitation)}
@@ -508,4 +511,10 @@ func requestedSchema(v any) ([]byte, error) {
 		}
 		return json.Marshal(m)
 	}
+}
+
+// tooLarge reports the error the stdio reader put in place of a response
+// over the frame limit (oversize.go).
+func tooLarge(werr *jsonrpc.Error) bool {
+	return werr.Code == codeFrameTooLarge && werr.Message == msgFrameTooLarge
 }

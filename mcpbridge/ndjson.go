@@ -1,12 +1,14 @@
 package mcpbridge
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -61,11 +63,33 @@ func newNDJSONConn(r io.ReadCloser, w io.WriteCloser, limit int, onIn, onOut fun
 	// Reads run in a goroutine so that Read can return as soon as Close is
 	// called, as the SDK's connection does.
 	go func() {
-		lr := &frameLimit{r: r, limit: limit}
+		br := bufio.NewReader(r)
+		var scan valueScan
+		lr := &frameLimit{r: &scanFeed{r: br, scan: &scan}, limit: limit}
 		dec := json.NewDecoder(lr)
 		for {
 			var raw json.RawMessage
 			err := dec.Decode(&raw)
+			if errors.Is(err, errFrameTooLarge) {
+				// One frame too large to carry: skip it, fail only the
+				// call it answers (oversize.go), read on.
+				var id json.RawMessage
+				var isReq bool
+				id, isReq, err = skipOversize(br, &scan)
+				if err == nil {
+					dec, lr.count = json.NewDecoder(lr), 0
+					if id == nil {
+						continue
+					}
+					if isReq {
+						_ = c.writeFrame([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32600,"message":"request exceeds the gateway's frame limit"}}`))
+						continue
+					}
+					raw = json.RawMessage(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":` + strconv.Itoa(codeFrameTooLarge) + `,"message":"` + msgFrameTooLarge + `"}}`)
+				} else if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+			}
 			if err == nil {
 				var tr [1]byte
 				if n, rerr := dec.Buffered().Read(tr[:]); n > 0 {

@@ -138,9 +138,36 @@ func TestNDJSONConnFraming(t *testing.T) {
 	if msgs, err := read(t, `{"jsonrpc":"2.0","id":1,"result":{}} x`+"\n", 1<<20); err == nil || err == io.EOF || len(msgs) != 0 {
 		t.Fatalf("trailing data: %d messages, %v", len(msgs), err)
 	}
-	big := `{"jsonrpc":"2.0","id":1,"result":{"t":"` + strings.Repeat("x", 4096) + `"}}` + "\n"
-	if msgs, err := read(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+big, 1024); !errors.Is(err, errFrameTooLarge) || len(msgs) != 1 {
-		t.Fatalf("frame over the limit: %d messages, %v", len(msgs), err)
+	// A frame over the limit fails only the call it answers, whether its
+	// id comes first or last (the TS SDK writes it last), and reading
+	// goes on with the next line.
+	pad := strings.Repeat(`x\"{[`, 1024)
+	big := `{"jsonrpc":"2.0","id":2,"result":{"t":"` + pad + `","n":[1,{"id":9}]}}` + "\n" +
+		`{"result":{"t":"` + pad + `"},"jsonrpc":"2.0","id":"s-3"}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"t":"` + pad + `"}}` + "\n"
+	msgs, err = read(t, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n"+big+`{"jsonrpc":"2.0","id":4,"result":{}}`+"\n", 1024)
+	if err != io.EOF || len(msgs) != 4 {
+		t.Fatalf("frames over the limit: %d messages, %v", len(msgs), err)
+	}
+	for i, want := range []any{int64(2), "s-3"} {
+		r, ok := msgs[1+i].(*jsonrpc.Response)
+		var werr *jsonrpc.Error
+		if !ok || r.ID.Raw() != want || !errors.As(r.Error, &werr) || !tooLarge(werr) {
+			t.Fatalf("oversize answer %d: %#v", i, msgs[1+i])
+		}
+	}
+	if r, ok := msgs[3].(*jsonrpc.Response); !ok || r.ID.Raw() != int64(4) || r.Error != nil {
+		t.Fatalf("the frame after: %#v", msgs[3])
+	}
+	// A request over the limit is refused to the server.
+	var wrote strings.Builder
+	rc := newNDJSONConn(io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"m":"`+pad+`"}}`+"\n")), nopWriteCloser{&wrote}, 1024, nil, nil)
+	if _, err := rc.Read(context.Background()); err != io.EOF {
+		t.Fatalf("oversize request: %v", err)
+	}
+	rc.Close()
+	if !strings.Contains(wrote.String(), `"id":7,"error":{"code":-32600`) {
+		t.Fatalf("oversize request answered %q", wrote.String())
 	}
 	if msgs, err := read(t, "[]\n", 1024); err == nil || err == io.EOF || len(msgs) != 0 {
 		t.Fatalf("empty batch: %d messages, %v", len(msgs), err)

@@ -751,6 +751,9 @@ func (b *Backend) rpcFailure(st *callState, werr *jsonrpc.Error) tasks.Failure {
 	if code := st.unsupported.Load(); code != nil {
 		return tasks.Failure{Code: *code, Message: unsupportedMessage(*code)}
 	}
+	if tooLarge(werr) {
+		return tasks.Failure{Code: agentproto.CodeResultTooLarge, Message: "The MCP server's answer about its task was larger than the gateway's stdio frame limit (16 MiB); it was discarded."}
+	}
 	return tasks.Failure{
 		Code:      agentproto.MCPCode(werr.Code),
 		Message:   "The MCP server answered with JSON-RPC error " + strconv.FormatInt(werr.Code, 10) + rpcPhrase(werr.Code) + ".",

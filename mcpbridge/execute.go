@@ -109,11 +109,12 @@ func (b *Backend) Execute(ctx context.Context, call tasks.Call, run tasks.Run) {
 		}
 	}()
 
-	if s := b.current(); s != nil && s.taskAugmented(call.Tool) {
+	if s := b.current(); s != nil && s.taskAugmented(call.Tool, b.o.URL) {
 		// A task of the server's own: attributed by its id, so the call
 		// shares the supervised session (taskcall.go).
-		b.executeTask(ctx, s, call, st)
-		return
+		if b.executeTask(ctx, s, call, st) {
+			return
+		}
 	}
 
 	s, shared, err := b.acquire(st.ctx)

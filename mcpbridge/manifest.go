@@ -339,11 +339,29 @@ func serverTasks(st serverState) bool {
 	return json.Unmarshal(st.capabilities["tasks"], &caps) == nil && caps.Requests.Tools.Call != nil
 }
 
+// serverTasksExt reports whether a 2026-07-28 server advertises the Tasks
+// extension (io.modelcontextprotocol/tasks, SEP-2663), which the bridge
+// carries (taskext.go).
+func serverTasksExt(st serverState) bool {
+	if st.protocolVersion < "2026-07-28" {
+		return false
+	}
+	var ext map[string]json.RawMessage
+	return json.Unmarshal(st.capabilities["extensions"], &ext) == nil && ext[extTasks] != nil
+}
+
+// onlyTasksExt: the server's extensions are the Tasks extension alone, so
+// nothing of them is lost.
+func onlyTasksExt(st serverState) bool {
+	var ext map[string]json.RawMessage
+	return serverTasksExt(st) && json.Unmarshal(st.capabilities["extensions"], &ext) == nil && len(ext) == 1
+}
+
 // losses lists the server capabilities the bridge does not carry.
 func (st serverState) losses() []string {
 	var l []string
 	for k := range st.capabilities {
-		if k == "tools" || !lossNameRE.MatchString(k) || (k == "tasks" && serverTasks(st)) {
+		if k == "tools" || !lossNameRE.MatchString(k) || (k == "tasks" && serverTasks(st)) || (k == "extensions" && onlyTasksExt(st)) {
 			continue
 		}
 		l = append(l, k)

@@ -64,6 +64,9 @@ type remoteState struct {
 	TTL       int64  `json:"ttl,omitempty"`
 	Poll      int64  `json:"poll,omitempty"`
 	Cancel    bool   `json:"cancel,omitempty"` // tasks.cancel declared
+	// Form is "ext" for the 2026-07-28 extension form (taskext.go), ""
+	// for 2025-11-25.
+	Form string `json:"form,omitempty"`
 }
 
 // remoteTask is the wire form of an MCP Task.
@@ -73,6 +76,27 @@ type remoteTask struct {
 	StatusMessage string   `json:"statusMessage"`
 	TTL           *float64 `json:"ttl"`
 	PollInterval  *float64 `json:"pollInterval"`
+	// The 2026-07-28 extension form (DetailedTask).
+	TTLMs          *float64                   `json:"ttlMs"`
+	PollIntervalMs *float64                   `json:"pollIntervalMs"`
+	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
+	Result         json.RawMessage            `json:"result"`
+	Error          *jsonrpc.Error             `json:"error"`
+}
+
+// ttl and poll are the task's ttl and poll interval in either form.
+func (t *remoteTask) ttl() *float64 {
+	if t.TTLMs != nil {
+		return t.TTLMs
+	}
+	return t.TTL
+}
+
+func (t *remoteTask) poll() *float64 {
+	if t.PollIntervalMs != nil {
+		return t.PollIntervalMs
+	}
+	return t.PollInterval
 }
 
 func terminalStatus(s string) bool { return s == "completed" || s == "failed" || s == "cancelled" }
@@ -113,10 +137,22 @@ func urlKey(u string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// taskAugmented reports whether a call of tool on s is made as a task.
-func (s *session) taskAugmented(tool string) bool {
-	if s.multiRoundTrip() || (s.proc == nil && s.cs.ID() == "") {
-		return false // 2026-07-28 (extension form) and injected transports: plain calls
+// taskAugmented reports whether a call of tool on s is made as a task:
+// in the 2025-11-25 form by the tool's taskSupport, in the 2026-07-28
+// extension form for every tool of a server that advertises the
+// extension (the server decides per call; taskext.go).
+func (s *session) taskAugmented(tool string, httpURL string) bool {
+	if s.multiRoundTrip() {
+		if !serverTasksExt(s.state) {
+			return false
+		}
+		if s.proc != nil {
+			return s.nd != nil
+		}
+		return httpURL != ""
+	}
+	if s.proc == nil && s.cs.ID() == "" {
+		return false // injected transports: plain calls
 	}
 	if s.proc != nil && s.nd == nil {
 		return false
@@ -140,14 +176,22 @@ func (s *session) cancelDeclared() bool {
 // wireOf returns the task wire of a live session.
 func (b *Backend) wireOf(s *session) (taskWire, remoteState, error) {
 	if s.proc != nil {
-		return s.nd.wire, remoteState{V: 1, Transport: "stdio"}, nil
+		rs := remoteState{V: 1, Transport: "stdio"}
+		if s.multiRoundTrip() {
+			rs.Form, rs.Protocol = "ext", s.state.protocolVersion
+			return extWire{s.nd.wire, rs.Protocol}, rs, nil
+		}
+		return s.nd.wire, rs, nil
 	}
 	client, err := b.rawHTTPClient()
 	if err != nil {
 		return nil, remoteState{}, err
 	}
 	st := remoteState{V: 1, Transport: "http", URL: urlKey(b.o.URL), Session: s.cs.ID(), Protocol: s.state.protocolVersion}
-	return &httpWire{b: b, client: client, url: b.o.URL, session: st.Session, protocol: st.Protocol}, st, nil
+	if s.multiRoundTrip() {
+		st.Form = "ext"
+	}
+	return &httpWire{b: b, client: client, url: b.o.URL, session: st.Session, protocol: st.Protocol, ext: st.Form == "ext"}, st, nil
 }
 
 // register makes tc findable by its remote task id and progress token.
@@ -243,13 +287,14 @@ func relatedTask(meta map[string]any) (string, bool) {
 }
 
 // executeTask runs one task-augmented call on s (shared: attribution is by
-// related-task, not by session).
-func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, st *callState) {
+// related-task, not by session). It returns false, having done nothing
+// the server acted on, when the call is to be made as a plain one.
+func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, st *callState) bool {
 	run := st.run
 	w, rs, err := b.wireOf(s)
 	if err != nil {
 		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server is not available.", Retryable: true}))
-		return
+		return true
 	}
 	rs.Token, rs.Cancel = st.token, s.cancelDeclared()
 	var args any = json.RawMessage(call.Arguments)
@@ -265,43 +310,66 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 		"task":  map[string]any{"ttl": ttl.Milliseconds()},
 		"_meta": map[string]any{"progressToken": st.token, ns.MetaDelegationDepth: call.DelegationDepth + 1},
 	}
+	if rs.Form == "ext" {
+		// The extension form: no task parameter (the server decides),
+		// the extension declared in the request's capabilities
+		// (extWire adds them), no progress for tasks.
+		params = map[string]any{"name": call.Tool, "arguments": args,
+			"_meta": map[string]any{ns.MetaDelegationDepth: call.DelegationDepth + 1}}
+	}
 	b.creating.Add(1)
 	raw, err := w.request(st.ctx, "tools/call", params)
 	b.creating.Add(-1)
 	if err != nil {
 		b.settleTaskError(ctx, st, s, err, "before the MCP server created its task")
-		return
+		return true
 	}
 	var created struct {
-		Task *remoteTask `json:"task"`
+		Task       *remoteTask `json:"task"`
+		ResultType string      `json:"resultType"`
 	}
-	if json.Unmarshal(raw, &created) != nil || created.Task == nil {
+	ok := json.Unmarshal(raw, &created) == nil
+	if rs.Form == "ext" {
+		switch created.ResultType {
+		case "task":
+			created.Task = &remoteTask{}
+			ok = json.Unmarshal(raw, created.Task) == nil
+		case "input_required":
+			// A multi round-trip answer: the server wants input before
+			// it decides; nothing ran yet. The SDK's plain call does
+			// multi round-trip.
+			return false
+		default:
+			created.Task = nil
+		}
+	}
+	if !ok || created.Task == nil {
 		// The server ran the call as a plain one after all.
 		tr, rerr := b.toolResult(raw, &mcp.CallToolResult{})
 		if rerr != nil {
 			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "The MCP server returned a result the gateway cannot represent."}))
-			return
+			return true
 		}
 		b.settle(run.Complete(tr))
-		return
+		return true
 	}
 	if !validTaskID(created.Task.TaskID) {
 		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "The MCP server created a task without a usable task id."}))
-		return
+		return true
 	}
 	rs.TaskID, rs.Created = created.Task.TaskID, time.Now().UnixMilli()
-	if created.Task.TTL != nil && *created.Task.TTL > 0 {
-		rs.TTL = int64(*created.Task.TTL)
+	if v := created.Task.ttl(); v != nil && *v > 0 {
+		rs.TTL = int64(*v)
 	}
-	if created.Task.PollInterval != nil && *created.Task.PollInterval > 0 {
-		rs.Poll = int64(*created.Task.PollInterval)
+	if v := created.Task.poll(); v != nil && *v > 0 {
+		rs.Poll = int64(*v)
 	}
 	tc := &taskCall{sess: s, st: st, state: rs, wire: w, wake: make(chan struct{}, 1), ready: make(chan struct{}), tokens: statusBurst, last: time.Now()}
 	if !b.register(tc) {
 		b.log.Warn("MCP server created a task with an id already in use; the call is refused")
 		b.cancelRemote(tc)
 		b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInvalidOutput, Message: "The MCP server created a task whose id another call holds."}))
-		return
+		return true
 	}
 	defer b.unregister(tc)
 	data, _ := json.Marshal(rs)
@@ -314,12 +382,13 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 				b.log.Error("committing the MCP task handle failed; the remote task was cancelled", slog.String("error", err.Error()))
 				b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInternalError, Message: "The gateway could not record the MCP server's task.", Retryable: true}))
 			}
-			return
+			return true
 		}
 	}
 	close(tc.ready)
 	b.relayStatus(tc, created.Task)
 	b.waitTask(ctx, tc, false)
+	return true
 }
 
 // Resume implements tasks.Resumer: a task-augmented call whose gateway
@@ -348,7 +417,7 @@ func (b *Backend) Resume(ctx context.Context, call tasks.Call, state []byte, run
 		interrupted("The gateway restarted while the task was running, and cannot reach the MCP server again.")
 		return
 	}
-	w := &httpWire{b: b, client: client, url: b.o.URL, session: rs.Session, protocol: rs.Protocol}
+	w := &httpWire{b: b, client: client, url: b.o.URL, session: rs.Session, protocol: rs.Protocol, ext: rs.Form == "ext"}
 	st := &callState{token: rs.Token, run: run, progressed: make(chan struct{}, 1)}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -409,7 +478,7 @@ func (b *Backend) Forget(call tasks.Call, state []byte) {
 		if err != nil {
 			return
 		}
-		tc := &taskCall{state: rs, wire: &httpWire{b: b, client: client, url: b.o.URL, session: rs.Session, protocol: rs.Protocol}}
+		tc := &taskCall{state: rs, wire: &httpWire{b: b, client: client, url: b.o.URL, session: rs.Session, protocol: rs.Protocol, ext: rs.Form == "ext"}}
 		b.cancelRemote(tc)
 	}()
 }
@@ -579,6 +648,10 @@ func (b *Backend) serverRequest(ctx context.Context, method string, params json.
 // task ends, the caller cancels, the deadline or the task's ttl passes, or
 // ctx ends (shutdown: the task stays for Resume when it is resumable).
 func (b *Backend) waitTask(ctx context.Context, tc *taskCall, resumed bool) {
+	if tc.state.Form == "ext" {
+		b.waitTaskExt(ctx, tc)
+		return
+	}
 	st, run := tc.st, tc.st.run
 	go func() {
 		select {

@@ -160,6 +160,9 @@ type httpWire struct {
 	url      string
 	session  string // Mcp-Session-Id
 	protocol string
+	// ext: the 2026-07-28 extension form (taskext.go): per-request _meta
+	// and the SEP-2243 routing headers.
+	ext bool
 }
 
 // errSessionGone: the server answered 404, the session it had is gone (and
@@ -174,6 +177,10 @@ var serverRequestSlots = make(chan struct{}, 64)
 const maxWireBody = 16 << 20
 
 func (w *httpWire) post(ctx context.Context, body []byte) (*http.Response, error) {
+	return w.postAs(ctx, body, "", "")
+}
+
+func (w *httpWire) postAs(ctx context.Context, body []byte, method, name string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -186,16 +193,34 @@ func (w *httpWire) post(ctx context.Context, body []byte) (*http.Response, error
 	if w.protocol != "" {
 		req.Header.Set("Mcp-Protocol-Version", w.protocol)
 	}
+	if method != "" {
+		req.Header.Set("Mcp-Method", method)
+	}
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
 	return w.client.Do(req)
 }
 
 func (w *httpWire) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	id := wireIDPrefix + strconv.FormatInt(wireSeq.Add(1), 10)
+	hmethod, hname := "", ""
+	if w.ext {
+		hmethod = method
+		if m, ok := params.(map[string]any); ok {
+			if n, ok := m["taskId"].(string); ok {
+				hname = n // SEP-2663: tasks/* route by task id
+			} else if n, ok := m["name"].(string); ok && method == "tools/call" {
+				hname = n
+			}
+		}
+		params = withExtMeta(params, w.protocol)
+	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := w.post(ctx, body)
+	resp, err := w.postAs(ctx, body, hmethod, hname)
 	if err != nil {
 		return nil, err
 	}

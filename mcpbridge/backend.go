@@ -127,6 +127,10 @@ type Backend struct {
 	// by progress token.
 	remote         map[string]*taskCall
 	remoteTokens   map[string]*taskCall
+	// extCalls are the extension-form tools/call requests in flight
+	// (taskext.go), by progress token: a server that answers one
+	// synchronously may send progress first.
+	extCalls map[string]*callState
 	unknownLogged  atomic.Bool
 	unknownDropped atomic.Int64
 	leftBehind     atomic.Int64    // HTTP tasks left running at shutdown

@@ -315,7 +315,9 @@ func (b *Backend) executeTask(ctx context.Context, s *session, call tasks.Call, 
 		// the extension declared in the request's capabilities
 		// (extWire adds them), no progress for tasks.
 		params = map[string]any{"name": call.Tool, "arguments": args,
-			"_meta": map[string]any{ns.MetaDelegationDepth: call.DelegationDepth + 1}}
+			"_meta": map[string]any{"progressToken": st.token, ns.MetaDelegationDepth: call.DelegationDepth + 1}}
+		b.trackExtCall(st)
+		defer b.untrackExtCall(st)
 	}
 	b.creating.Add(1)
 	raw, err := w.request(st.ctx, "tools/call", params)
@@ -609,6 +611,12 @@ func (b *Backend) wireNotification(method string, params json.RawMessage) {
 		token, _ := p.ProgressToken.(string)
 		if tc := b.remoteByToken(token); tc != nil {
 			b.taskProgress(tc, &p)
+		} else if st := b.extCall(token); st != nil {
+			st.imu.Lock()
+			if !st.asking {
+				b.progress(st, &p)
+			}
+			st.imu.Unlock()
 		}
 	}
 }

@@ -242,3 +242,27 @@ func (b *Backend) answerInputs(tc *taskCall, t *remoteTask, answered map[string]
 		}
 	}
 }
+
+// trackExtCall makes a call's progress token known while its tools/call
+// is in flight: a server that runs the call synchronously reports its
+// progress on the answer's stream.
+func (b *Backend) trackExtCall(st *callState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.extCalls == nil {
+		b.extCalls = map[string]*callState{}
+	}
+	b.extCalls[st.token] = st
+}
+
+func (b *Backend) untrackExtCall(st *callState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.extCalls, st.token)
+}
+
+func (b *Backend) extCall(token string) *callState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.extCalls[token]
+}

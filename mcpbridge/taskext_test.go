@@ -109,6 +109,14 @@ func TestTaskExtensionForm(t *testing.T) {
 	if got := textOf(t, s.exec(t, "echo", `{"message":"plain"}`, nil).Result); got != "Echo: plain" {
 		t.Errorf("synchronous tool on the same server = %q", got)
 	}
+	// A synchronous call's progress on the answer's stream is relayed.
+	cr := s.exec(t, "count", `{}`, nil)
+	if got := textOf(t, cr.Result); got != "counted" {
+		t.Errorf("count = %q", got)
+	}
+	if _, _, _, ups := cr.Snapshot(); len(ups) != 3 || ups[2].Message != "step 3" {
+		t.Errorf("progress of a synchronous call: %+v", ups)
+	}
 	// Cancel while the task waits for its answer.
 	c := newFakeRun()
 	go func() {

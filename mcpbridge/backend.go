@@ -125,12 +125,12 @@ type Backend struct {
 
 	// Task-augmented calls (taskcall.go), under mu: by remote task id and
 	// by progress token.
-	remote         map[string]*taskCall
-	remoteTokens   map[string]*taskCall
+	remote       map[string]*taskCall
+	remoteTokens map[string]*taskCall
 	// extCalls are the extension-form tools/call requests in flight
 	// (taskext.go), by progress token: a server that answers one
 	// synchronously may send progress first.
-	extCalls map[string]*callState
+	extCalls       map[string]*callState
 	unknownLogged  atomic.Bool
 	unknownDropped atomic.Int64
 	leftBehind     atomic.Int64    // HTTP tasks left running at shutdown

@@ -116,6 +116,7 @@ type Server struct {
 	reqLimit *limiter
 	logLimit *limiter
 	mux      *http.ServeMux
+	live     *hub
 }
 
 // New builds the console.
@@ -149,7 +150,7 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{d: d, sessions: newSessionStore(d.Now, d.SessionTTL),
 		reqLimit: newLimiter(d.RequestsPerSecond, d.RequestsBurst, d.Now),
-		logLimit: newLimiter(5.0/60, 5, d.Now)}
+		logLimit: newLimiter(5.0/60, 5, d.Now), live: newHub()}
 	var err error
 	if s.tmpl, err = parseTemplates(); err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ type env struct {
 	srv    *httptest.Server
 	drv    store.Drivers
 	reg    *directory.Registry
+	cons   *console.Server
 	logins atomic.Int32
 }
 
@@ -103,6 +104,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.cons = s
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e

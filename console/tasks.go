@@ -18,6 +18,7 @@ func (s *Server) taskRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /tasks", s.authed(s.taskList))
 	m.HandleFunc("GET /tasks/{id}", s.authed(s.taskPage))
 	m.HandleFunc("GET /tasks/{id}/state", s.authed(s.taskState))
+	m.HandleFunc("GET /tasks/{id}/live", s.authed(s.taskLive))
 	m.HandleFunc("POST /tasks/{id}/cancel", s.authed(s.taskCancel))
 	m.HandleFunc("POST /tasks/{id}/input", s.authed(s.taskInput))
 	m.HandleFunc("POST /agents/{endpoint}/run", s.authed(s.run))
@@ -163,9 +164,11 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, ss, "task", v)
 }
 
-// taskState is the task page's polling source: JSON, which the script
-// puts into the page as text.
+// taskState is the task page's polling fallback (for a browser without
+// EventSource, or a refused stream): JSON, which the script puts into the
+// page as text.
 func (s *Server) taskState(w http.ResponseWriter, r *http.Request, ss *session) {
+	s.live.polls.Add(1)
 	v, _, _, code := s.loadTask(r)
 	if code != 0 {
 		http.Error(w, http.StatusText(code), code)

@@ -63,7 +63,11 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 	if cfg.Console.LoginServer != "" {
 		d.CheckPassword = console.XMPPLogin(cfg.Console.LoginServer, cfg.Path(cfg.Console.LoginCAFile))
 	}
-	return console.New(d)
+	srv, err := console.New(d)
+	if err == nil {
+		gw.TaskEvents.Watch(srv.TaskChanged)
+	}
+	return srv, err
 }
 
 // consoleBridges and consoleCluster adapt the gateway's lists to the

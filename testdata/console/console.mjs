@@ -72,7 +72,8 @@ try {
   });
   await flow('progress', async () => {
     await runTool('slow', '{"steps":3}');
-    // The page polls: the events table grows while the task runs.
+    // The page follows the task live (Server-Sent Events): the events
+    // table grows while the task runs, without a reload.
     const seen = new Set();
     const start = Date.now();
     while (Date.now() - start < STEP) {
@@ -83,7 +84,11 @@ try {
     }
     await stateIs('completed');
     await shoot('task-completed');
-    return { seen: [...seen].join('\n'), shown: await text() };
+    const live = await page.$eval('#task', (e) => e.getAttribute('data-live'));
+    // Snapshots of the running task with progress: each a revision that
+    // arrived while the page was open.
+    const runningWithProgress = [...seen].filter((x) => x.startsWith('running') && x.includes('progress')).length;
+    return { seen: [...seen].join('\n'), shown: await text(), live, runningWithProgress };
   });
   await flow('input', async () => {
     await runTool('ask', '{}');

@@ -24,8 +24,9 @@ func parseTemplates() (map[string]*template.Template, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"scope":  federation.ScopeString,
-		"pretty": prettyJSON,
+		"scope":    federation.ScopeString,
+		"pretty":   prettyJSON,
+		"toolform": formOf,
 	}
 	pages, err := fs.Glob(webFS, "web/*.html")
 	if err != nil {

@@ -238,6 +238,29 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	args := strings.TrimSpace(r.PostFormValue("arguments"))
+	if r.PostFormValue("form") == "fields" {
+		// The fields of the tool's schema in the active manifest, built
+		// again here: the browser's idea of the form is not trusted.
+		var fields []formField
+		ok := false
+		for _, t := range m.Tools {
+			if t.Name == r.PostFormValue("tool") {
+				fields, ok = fieldsOf(t.InputSchema)
+			}
+		}
+		if !ok {
+			s.flash(ss, "The tool's form changed (a new version?): reload the page.", false)
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		b, err := argumentsOf(fields, r.PostForm)
+		if err != nil {
+			s.flash(ss, "The arguments were not sent: "+err.Error()+".", false)
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		args = string(b)
+	}
 	if args == "" {
 		args = "{}"
 	}

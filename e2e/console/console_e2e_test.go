@@ -288,6 +288,11 @@ func TestConsoleBrowser(t *testing.T) {
 	shows("login", "shown", "Agents", e.JID("ops"))
 	shows("agent", "shown", "Weather Agent", "1.0.0", "Try this tool", "ready")
 	shows("progress", "seen", "progress")
+	// The form made from slow's schema ({"steps": integer}) sent a number.
+	var args string
+	if err := e.Gateway.DB.Write.QueryRow(`SELECT CAST(arguments AS TEXT) FROM tasks WHERE tool = 'slow' AND caller = ?`, e.JID("ops")).Scan(&args); err != nil || args != `{"steps":3}` {
+		t.Errorf("slow's arguments from the form: %s, %v", args, err)
+	}
 	// The page showed the task running with progress, then completed,
 	// without a reload.
 	if n, _ := flows["progress"]["runningWithProgress"].(float64); n < 2 {

@@ -91,7 +91,8 @@ func newEnv(t *testing.T, o opts) *env {
 			return errors.New("not-authorized")
 		}}
 	d.Bridges = func(context.Context) []console.BridgeRow {
-		return []console.BridgeRow{{Kind: "mcp", Endpoint: "weather@agents.example.test", State: "ready"}, {Kind: "a2a", Endpoint: hostile, State: "none"}}
+		return []console.BridgeRow{{Kind: "mcp", Endpoint: "weather@agents.example.test", State: "ready"}, {Kind: "a2a", Endpoint: hostile, State: "none"},
+			{Kind: "oan account", Endpoint: "gofers@agents.example.test", Name: "weather@agents.example.test", State: "connected", Detail: "owner alice@example.test, key ok, key id 0123456789abcdef"}}
 	}
 	d.Cluster = func(context.Context) (*console.ClusterView, error) {
 		return &console.ClusterView{Members: []console.MemberRow{{Instance: "gw-a", Live: true, Tasks: 3}},

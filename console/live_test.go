@@ -203,3 +203,22 @@ func TestLiveTaskStream(t *testing.T) {
 		t.Errorf("counts: %d polls, %d streams; want 0 and 7", polls, streams)
 	}
 }
+
+// TestBridgesPageDetail: the bridges page shows what each bridge tells
+// (the row's name under its endpoint) and each cluster member with the
+// live leases it holds, hostile names as text.
+func TestBridgesPageDetail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, opts{})
+	c := e.client()
+	c.loginToken()
+	_, page := c.do("GET", "/bridges", nil)
+	for _, want := range []string{"Leases held", "<td>gw-a</td>", "<code>conn:&lt;script&gt;alert(1)&lt;/script&gt;", "oan account", "<small>weather@agents.example.test</small>", "owner alice@example.test, key ok, key id 0123456789abcdef"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("bridges page lacks %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "<script>") {
+		t.Error("markup on the bridges page")
+	}
+}

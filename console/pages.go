@@ -297,6 +297,16 @@ func (s *Server) bridges(w http.ResponseWriter, r *http.Request, ss *session) {
 			data["ClusterError"] = "The cluster's members or leases could not be read; the gateway's log has the reason."
 		}
 		data["Cluster"] = v
+		if v != nil {
+			// Each member with the named leases it holds.
+			held := map[string][]string{}
+			for _, l := range v.Leases {
+				if l.Live {
+					held[l.Holder] = append(held[l.Holder], l.Name)
+				}
+			}
+			data["Held"] = held
+		}
 	}
 	s.render(w, r, ss, "bridges", data)
 }

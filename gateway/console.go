@@ -98,6 +98,14 @@ func (g *Gateway) BridgeList(ctx context.Context) []BridgeInfo {
 			ep = j.Bare().String()
 		}
 		out = append(out, BridgeInfo{Kind: kind, Endpoint: ep, State: g.BackendState(ep)})
+		// What the bridge tells of itself: channels, accounts, cards.
+		if b, ok := g.backend(ep); ok {
+			if d, ok := b.(backendkit.Describer); ok {
+				for _, x := range d.BridgeDetails() {
+					out = append(out, BridgeInfo{Kind: x.Kind, Endpoint: ep, Name: x.Name, State: x.State, Detail: x.Detail})
+				}
+			}
+		}
 	}
 	return out
 }

@@ -44,6 +44,8 @@ type env struct {
 	drv    store.Drivers
 	reg    *directory.Registry
 	cons   *console.Server
+	deps   console.Deps
+	db     *sqlite.DB
 	logins atomic.Int32
 }
 
@@ -79,7 +81,7 @@ func newEnv(t *testing.T, o opts) *env {
 	cmds := admincmd.New(admincmd.Deps{IsAdmin: pol.IsAdmin, Admin: reg, Grants: drv.Grants, SelfReg: drv.SelfReg, Tasks: drv.Tasks, IsLocal: pol.IsLocal})
 	e := &env{t: t, drv: drv, reg: reg}
 	d := console.Deps{IsAdmin: pol.IsAdmin, Token: token, TokenUser: admin, Directory: reg, Admin: cmds, Tasks: drv.Tasks,
-		Grants: drv.Grants, SelfReg: drv.SelfReg, Secure: o.secure, RequestsPerSecond: 0.001, RequestsBurst: o.burst,
+		Grants: drv.Grants, SelfReg: drv.SelfReg, Sessions: drv.ConsoleSessions, Secure: o.secure, RequestsPerSecond: 0.001, RequestsBurst: o.burst,
 		// The password check itself is the XMPP server's (e2e/console);
 		// here it counts the calls, so a refused account is seen not to
 		// reach it.
@@ -105,7 +107,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.cons = s
+	e.cons, e.deps, e.db = s, d, db
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -173,7 +173,7 @@ func (s *Server) taskLive(w http.ResponseWriter, r *http.Request, ss *session) {
 		case <-wake:
 		case <-recheck.C:
 		}
-		if s.sessions.get(ss.id) == nil {
+		if s.sessions.get(r.Context(), ss.id) == nil {
 			return // logged out or expired
 		}
 		v, _, _, code := s.loadTask(r)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -220,5 +221,70 @@ func TestBridgesPageDetail(t *testing.T) {
 	}
 	if strings.Contains(page, "<script>") {
 		t.Error("markup on the bridges page")
+	}
+}
+
+// TestSessionsShared: a login made at one console works at another on the
+// same store (a cluster's members behind a balancer; a restart), with the
+// same CSRF token and the note of the last action; the store holds the
+// session ID's SHA-256, never the cookie's value; logout at one ends it at
+// both.
+func TestSessionsShared(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, opts{})
+	other, err := console.New(e.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(other)
+	t.Cleanup(srv2.Close)
+	c := e.client()
+	csrf := c.loginToken()
+	u, _ := url.Parse(e.srv.URL)
+	var id string
+	for _, ck := range c.http.Jar.Cookies(u) {
+		if ck.Name == "agentgw_console" {
+			id = ck.Value
+		}
+	}
+	if id == "" {
+		t.Fatal("no session cookie")
+	}
+	// The same cookie at the second console.
+	c2 := &client{t: t, e: &env{t: t, srv: srv2}, http: &http.Client{Jar: c.http.Jar, CheckRedirect: c.http.CheckRedirect}}
+	u2, _ := url.Parse(srv2.URL)
+	c.http.Jar.SetCookies(u2, []*http.Cookie{{Name: "agentgw_console", Value: id, Path: "/"}})
+	resp, page := c2.do("GET", "/grants", nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "Log out") || csrfOf(t, page) != csrf {
+		t.Fatalf("the login at the second console: %d", resp.StatusCode)
+	}
+	// An action at the first; its note shows at the second, once.
+	if resp, _ := c.do("POST", "/grants/grant", url.Values{"csrf": {csrf}, "principal": {"partner.example"}, "scope": {"visibility"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("grant: %d", resp.StatusCode)
+	}
+	_, page = c2.do("GET", "/grants", nil)
+	if !strings.Contains(page, `class="flash`) {
+		t.Errorf("the note of the action at the first console is not shown at the second:\n%s", page)
+	}
+	if _, page = c.do("GET", "/grants", nil); strings.Contains(page, `class="flash`) {
+		t.Error("the note was shown twice")
+	}
+	// The store holds the ID's hash only.
+	var n int
+	if err := e.db.Write.QueryRow(`SELECT COUNT(*) FROM console_sessions WHERE id_hash = ?`, id).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the session ID itself is in the store: %d %v", n, err)
+	}
+	if err := e.db.Write.QueryRow(`SELECT COUNT(*) FROM console_sessions WHERE instr(id_hash, ?) > 0 OR instr(operator, ?) > 0 OR instr(note, ?) > 0`, id, id, id).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the session ID appears in the store: %d %v", n, err)
+	}
+	if err := e.db.Write.QueryRow(`SELECT COUNT(*) FROM console_sessions`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d sessions stored, want 1: %v", n, err)
+	}
+	// Logout at the second ends the login at the first.
+	if resp, _ := c2.do("POST", "/logout", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp, _ := c.do("GET", "/grants", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("after logout at the other console: %d, want 303 to /login", resp.StatusCode)
 	}
 }

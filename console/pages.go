@@ -79,7 +79,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, ss *session, pag
 	if ss != nil {
 		// The outcome of the last action, kept in the session (never in
 		// the URL, so no link can make the console say something).
-		v.Flash, v.FlashOK = ss.takeFlash()
+		v.Flash, v.FlashOK = s.takeFlash(r.Context(), ss)
 	}
 	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout.html", v); err != nil {

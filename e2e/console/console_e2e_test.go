@@ -50,7 +50,7 @@ func startConsoleServer(t *testing.T) (*e2e.Env, string, *console.Server) {
 	s, err := console.New(console.Deps{
 		IsAdmin: gw.Policy.IsAdmin, RouteResource: gateway.ConsoleResource, TokenUser: admin,
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
-		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
+		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Sessions: gw.Store.ConsoleSessions, Health: gw.BackendState,
 		CheckPassword: console.XMPPLogin(srv.C2SAddr, srv.CAFile), RequestsPerSecond: 50, RequestsBurst: 500,
 		Bridges: func(ctx context.Context) []console.BridgeRow {
 			var out []console.BridgeRow

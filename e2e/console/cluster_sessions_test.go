@@ -87,6 +87,12 @@ func TestConsoleSessionsAcrossCluster(t *testing.T) {
 	if code, page := getPage(t, hc, base1+"/agents"); code != http.StatusOK || !strings.Contains(page, "Log out") {
 		t.Errorf("after gw-1's restart: %d", code)
 	}
+	// The bridges page lists both members, live, with the leases they hold.
+	if _, page := getPage(t, hc, base2+"/bridges"); !strings.Contains(page, "<td>gw-1</td>") || !strings.Contains(page, "<td>gw-2</td>") || !strings.Contains(page, "Leases held") {
+		t.Errorf("the bridges page does not list the members:\n%s", page)
+	} else {
+		t.Logf("members on the bridges page: %d live", strings.Count(page, "<td>live</td>"))
+	}
 	// The store holds the ID's SHA-256 only.
 	db := pgharness.Open(t, dsn)
 	var n int

@@ -61,7 +61,10 @@ func (s *Server) takeFlash(ctx context.Context, ss *session) (string, bool) {
 }
 
 func (s *Server) flash(ss *session, note string, ok bool) {
-	if err := s.sessions.d.SetNote(context.Background(), hashID(ss.id), note, ok); err != nil {
+	// Bounded: the action is done; an unreachable store costs the note only.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.sessions.d.SetNote(ctx, hashID(ss.id), note, ok); err != nil {
 		s.d.Log.Warn("console: session note", "err", err)
 	}
 }

@@ -15,9 +15,14 @@ const NSComponent = "jabber:component:accept"
 type IQ struct {
 	ID      string
 	Type    string // "get", "set", "result" or "error"
+	// From is the requester: the sender, or the principal a trusted front
+	// named (NSPrincipal), whose full JID is then Via.
 	From    jid.JID
 	To      jid.JID
 	Payload *xmltree.Element // first child element; nil when there is none
+	// Via is the trusted front that asserted From (zero otherwise); replies
+	// and lifecycle events go to ReplyTo.
+	Via jid.JID
 	Raw     *xmltree.Element // the whole stanza
 }
 

@@ -258,6 +258,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		holds := g.Engine.HoldsTask(ctx, caller, ep)
 		return may || holds
 	})
+	g.Router.SetTrustedFronts(trustedFronts(cfg.Policy.TrustedFronts))
 	g.Router.HandleMessage(notifier.HandleMessage)
 
 	if err := g.registerStaticManifests(ctx); err != nil {

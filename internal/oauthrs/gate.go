@@ -84,8 +84,13 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}
 		c, err := g.Verifier.Verify(r.Context(), tok)
 		if err != nil {
-			// err names the failed check only (never the token).
-			log.Info("refused an HTTP request: bad access token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
+			// err names the failed check only (never the token). A request
+			// without a token is how every client starts: not a warning.
+			level := slog.LevelWarn
+			if !presented {
+				level = slog.LevelInfo
+			}
+			log.Log(r.Context(), level, "refused an HTTP request: bad access token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
 			if errors.Is(err, ErrInsufficientScope) {
 				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(g.Scopes, " ")+`", resource_metadata="`+metaURL+`"`)
 				http.Error(w, "insufficient scope", http.StatusForbidden)
@@ -97,7 +102,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 		}
 		p, ok := principal(c, claim)
 		if !ok {
-			log.Info("refused an HTTP request: the token names no principal (a bare JID)", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "claim", claim)
+			log.Warn("refused an HTTP request: the token names no principal (a bare JID)", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "claim", claim)
 			http.Error(w, "the access token names no XMPP principal", http.StatusForbidden)
 			return
 		}

@@ -146,9 +146,11 @@ func (x *env) node(t *testing.T, script string, plan any, out any) {
 	cmd.Dir = x.root
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s: %v\n%s\n%s", script, err, stdout.String(), stderr.String())
 	}
+	t.Logf("%s ran %v", script, time.Since(start).Round(time.Millisecond))
 	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
 		t.Fatalf("%s: %v in %q\n%s", script, err, stdout.String(), stderr.String())
 	}

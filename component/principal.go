@@ -30,9 +30,10 @@ const NSPrincipal = ns.Principal
 const principalText = "Only a trusted front may act on behalf of another principal."
 
 // SetTrustedFronts installs the check of who may assert a principal
-// (NSPrincipal). Without it every assertion is refused.
-func (r *Router) SetTrustedFronts(trusted func(front jid.JID) bool) {
-	r.trusted = trusted
+// (NSPrincipal), and of which principals may be asserted at all (nil: any
+// bare JID). Without it every assertion is refused.
+func (r *Router) SetTrustedFronts(trusted func(front jid.JID) bool, assertable func(principal jid.JID) bool) {
+	r.trusted, r.assertable = trusted, assertable
 }
 
 // principal applies a principal assertion in iq's payload: it removes the
@@ -69,6 +70,9 @@ func (r *Router) principal(iq IQ) (IQ, error) {
 	who, err := jid.Parse(found[0].AttrValue("jid"))
 	if err != nil || who.Resourcepart() != "" || who.Domainpart() == "" {
 		return iq, agentproto.ErrBadRequest("The principal must be a bare JID.")
+	}
+	if r.assertable != nil && !r.assertable(who) {
+		return iq, agentproto.ErrForbidden("This principal cannot be asserted by a front.")
 	}
 	iq.Via, iq.From = iq.From, who
 	return iq, nil

@@ -36,7 +36,7 @@ func TestPrincipalAssertion(t *testing.T) {
 	if got := ask("front@example.test/r", "alice@example.test"); !contains(got.String(), "forbidden") || len(seen) != 0 {
 		t.Fatalf("no trusted fronts: %s (handler ran %d times)", got, len(seen))
 	}
-	r.SetTrustedFronts(func(f jid.JID) bool { return f.String() == "front@example.test" })
+	r.SetTrustedFronts(func(f jid.JID) bool { return f.String() == "front@example.test" }, func(p jid.JID) bool { return p.String() != "admin@example.test" })
 
 	got := ask("front@example.test/r", "alice@example.test")
 	if got.AttrValue("type") != "result" || got.AttrValue("to") != "front@example.test/r" || len(seen) != 1 {
@@ -58,6 +58,9 @@ func TestPrincipalAssertion(t *testing.T) {
 		if got := ask("front@example.test/r", bad...); !contains(got.String(), "bad-request") || len(seen) != 1 {
 			t.Fatalf("assertion %v: %s", bad, got)
 		}
+	}
+	if got := ask("front@example.test/r", "admin@example.test"); !contains(got.String(), "forbidden") || len(seen) != 1 {
+		t.Fatalf("asserting a principal that may not be asserted: %s", got)
 	}
 	// Without an assertion the sender is the requester.
 	ask("front@example.test/r")

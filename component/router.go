@@ -117,6 +117,8 @@ type Router struct {
 	limit    func(requester jid.JID, space, local string) bool
 	invoke   func(ctx context.Context, requester, endpoint jid.JID) bool
 	trusted  func(front jid.JID) bool
+	// assertable: which principals a trusted front may name.
+	assertable func(principal jid.JID) bool
 }
 
 // SetLimiter installs a rate limit that every IQ get or set passes first,

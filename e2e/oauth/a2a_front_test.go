@@ -1,10 +1,12 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 type a2aOut struct {
@@ -106,6 +108,19 @@ func TestA2AFrontOAuthUsers(t *testing.T) {
 	}
 	if c := again.Steps[1].Task; c == nil || c.State != "TASK_STATE_CANCELED" {
 		t.Fatalf("alice cancels: %+v %+v", c, again.Steps[1].Error)
+	}
+
+	// A user logged in at the issuer (authorization code with PKCE; the
+	// login name is the subject and the jid claim) is served as that JID.
+	lctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	login, err := x.is.Login(lctx, x.web, "alice@example.test", base, "openid agents")
+	if err != nil {
+		t.Fatalf("login: %v\n%s", err, x.is.Logs.String())
+	}
+	viaLogin := run(login.AccessToken, "1.0-jsonrpc", map[string]any{"op": "get", "jid": weather, "taskId": waiting})
+	if g := viaLogin.Steps[0].Task; g == nil || g.State != "TASK_STATE_CANCELED" {
+		t.Fatalf("alice (logged in) reads her task: %+v %+v", g, viaLogin.Steps[0].Error)
 	}
 
 	// Hostile tokens, and the metadata at the root well-known URL.

@@ -40,6 +40,7 @@ type env struct {
 	root     string
 	alice    oauthharness.Client
 	bob      oauthharness.Client
+	web      oauthharness.Client // a public client that logs users in (PKCE)
 }
 
 func startEnv(t *testing.T, path string) *env {
@@ -69,7 +70,8 @@ func startEnv(t *testing.T, path string) *env {
 	})
 	x.alice = oauthharness.Client{ID: "alice-app", Secret: "alice-secret-" + rand.Text(), GrantTypes: []string{"client_credentials"}, JID: "alice@example.test"}
 	x.bob = oauthharness.Client{ID: "bob-app", Secret: "bob-secret-" + rand.Text(), GrantTypes: []string{"client_credentials"}, JID: "bob@example.test"}
-	x.is = oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{x.alice, x.bob},
+	x.web = oauthharness.Client{ID: "web", GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "none", RedirectURIs: []string{"http://127.0.0.1:1/callback"}}
+	x.is = oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{x.alice, x.bob, x.web},
 		Resources: map[string]oauthharness.Resource{x.resource: {Scope: "agents"}, x.other: {Scope: "agents"}}})
 	return x
 }

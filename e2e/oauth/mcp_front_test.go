@@ -170,7 +170,8 @@ func TestPrincipalAssertionThroughProsody(t *testing.T) {
 	t.Parallel()
 	gw := gatewaytest.Start(t, gatewaytest.Options{
 		Agents: []gatewaytest.Agent{{Localpart: "weather"}},
-		Users:  []string{"front", "alice", "bob", "mallory"},
+		Users:  []string{"front", "alice", "bob", "mallory", "root"},
+		Admins: []string{"root"},
 		Mutate: func(c *config.Config) { c.Policy.TrustedFronts = []string{"front@example.test"} },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -207,6 +208,11 @@ func TestPrincipalAssertionThroughProsody(t *testing.T) {
 	}
 	if strings.Contains(e1.Error(), "alice") {
 		t.Fatalf("the refusal reflects the claim: %v", e1)
+	}
+	// An admin acts only as themselves: no front can name one.
+	asRoot := agentclient.WithPrincipal(ctx, gatewaytest.MustJID("root@example.test"))
+	if _, err := front.Invoke(asRoot, ep, invokeReq(pin, "echo", `{"message":"x"}`)); gatewaytest.ErrCondition(err) != "forbidden" {
+		t.Fatalf("the front naming an admin: %v, want forbidden", err)
 	}
 	// Cancel as alice through the front settles her task.
 	if _, err := front.Cancel(asAlice, ep, acc.TaskID, st.Revision, nil); err != nil {

@@ -70,7 +70,7 @@ type Options struct {
 	// OAuth, when set, makes the cards declare the issuer's OpenID Connect
 	// scheme (the front is a resource server, Users) in place of the
 	// static bearer.
-	OAuth *OAuthScheme
+	OAuth  *OAuthScheme
 	Logger *slog.Logger
 }
 
@@ -318,9 +318,9 @@ func (f *Front) card(a *agent, m *agentclient.Manifest) *a2a.AgentCard {
 		DefaultInputModes:  []string{"application/json", "text/plain"},
 		DefaultOutputModes: []string{"application/json", "text/plain"},
 		Skills:             skills,
-		SecuritySchemes: f.securitySchemes(),
-		Security:        f.security(),
-		Provider: &a2a.AgentProvider{Org: "agentgw (XMPP agent gateway) " + f.opts.Version, URL: "xmpp:" + a.jid.String()},
+		SecuritySchemes:    f.securitySchemes(),
+		Security:           f.security(),
+		Provider:           &a2a.AgentProvider{Org: "agentgw (XMPP agent gateway) " + f.opts.Version, URL: "xmpp:" + a.jid.String()},
 	}
 }
 

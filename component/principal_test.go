@@ -37,10 +37,18 @@ func TestPrincipalAssertion(t *testing.T) {
 		t.Fatalf("no trusted fronts: %s (handler ran %d times)", got, len(seen))
 	}
 	r.SetTrustedFronts(func(f jid.JID) bool { return f.String() == "front@example.test" }, func(p jid.JID) bool { return p.String() != "admin@example.test" })
+	var limited []string
+	r.SetLimiter(func(requester jid.JID, _, _ string) bool {
+		limited = append(limited, requester.String())
+		return true
+	})
 
 	got := ask("front@example.test/r", "alice@example.test")
 	if got.AttrValue("type") != "result" || got.AttrValue("to") != "front@example.test/r" || len(seen) != 1 {
 		t.Fatalf("trusted front: %s", got)
+	}
+	if len(limited) != 1 || limited[0] != "alice@example.test" {
+		t.Fatalf("the rate limit counted %v, want the principal", limited)
 	}
 	iq := seen[0]
 	if iq.From.String() != "alice@example.test" || iq.Via.String() != "front@example.test/r" || iq.ReplyTo().String() != "front@example.test/r" {

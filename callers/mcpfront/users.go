@@ -83,16 +83,6 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 	}))
 }
 
-// Front returns principal's Front, if one is serving.
-func (u *Users) Front(principal jid.JID) *Front {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if uf := u.fronts[principal.Bare().String()]; uf != nil {
-		return uf.f
-	}
-	return nil
-}
-
 // front returns (making and starting it once) p's Front: its first
 // discovery runs before its first request is served.
 func (u *Users) front(p jid.JID) *userFront {

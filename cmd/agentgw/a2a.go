@@ -118,9 +118,11 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	f, err := a2afront.New(s.client, opts)
-	if err != nil {
-		return err
+	var f *a2afront.Front // the front of the account itself (no --issuer)
+	if users == nil {
+		if f, err = a2afront.New(s.client, opts); err != nil {
+			return err
+		}
 	}
 	// A lost XMPP stream ends the server: a supervisor restarts it.
 	ctx, cancel := context.WithCancel(ctx)

@@ -119,7 +119,10 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		users = mcpfront.NewUsers(s.client, opts, mcpfront.UsersOptions{Gate: gate, SessionTimeout: *sessionTimeout})
 	}
-	f := mcpfront.New(s.client, opts)
+	var f *mcpfront.Front // the front of the account itself (no --issuer)
+	if users == nil {
+		f = mcpfront.New(s.client, opts)
+	}
 
 	// A lost XMPP stream ends the server: the host restarts it.
 	ctx, cancel := context.WithCancel(ctx)

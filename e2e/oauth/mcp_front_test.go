@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -140,6 +141,39 @@ func TestMCPFrontOAuthUsers(t *testing.T) {
 		map[string]any{"op": "cancel", "taskId": id}), &own)
 	if own.Fatal != nil || len(own.Steps) != 2 || own.Steps[0].Error != nil || own.Steps[0].Task.Status != "working" || own.Steps[1].Error != nil {
 		t.Fatalf("alice's own task after bob's tries: %+v", own)
+	}
+
+	// An MCP session belongs to its user: Bob's token with Alice's
+	// session id finds no session.
+	post := func(tok, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, x.resource, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp, string(b)
+	}
+	resp, _ := post(aliceTok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("alice's initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	post(aliceTok, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`
+	if resp, body := post(bobTok, sid, list); resp.StatusCode == http.StatusOK || strings.Contains(body, "vault.") {
+		t.Fatalf("bob in alice's session: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := post(aliceTok, sid, list); resp.StatusCode != http.StatusOK || !strings.Contains(body, "vault.echo") {
+		t.Fatalf("alice in her session: %d %.300s", resp.StatusCode, body)
 	}
 
 	// Hostile tokens at the front.

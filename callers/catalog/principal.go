@@ -32,6 +32,15 @@ func (a asPrincipal) ctx(ctx context.Context) context.Context {
 // JID is the front's own connection (gateways are found from its server).
 func (a asPrincipal) JID() jid.JID { return a.c.JID() }
 
+// PrincipalOf returns whom c acts for: the principal of an As view, or
+// the bare JID of c's own account.
+func PrincipalOf(c Client) jid.JID {
+	if a, ok := c.(asPrincipal); ok {
+		return a.p
+	}
+	return c.JID().Bare()
+}
+
 func (a asPrincipal) FindGateways(ctx context.Context, server jid.JID) ([]jid.JID, error) {
 	return a.c.FindGateways(a.ctx(ctx), server)
 }

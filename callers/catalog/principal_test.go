@@ -43,7 +43,9 @@ func (r *recorder) Follow(ctx context.Context, _ jid.JID, _ *agentclient.Accepte
 	r.note(ctx)
 	return nil, nil
 }
-func (r *recorder) Subscribe(jid.JID, string) (<-chan agentclient.Event, func()) { return nil, func() {} }
+func (r *recorder) Subscribe(jid.JID, string) (<-chan agentclient.Event, func()) {
+	return nil, func() {}
+}
 func (r *recorder) State(ctx context.Context, _ jid.JID, _ string) (*agentclient.TaskState, error) {
 	r.note(ctx)
 	return nil, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentgw/agentgw/testkit/oauthharness"
 )
 
 type a2aOut struct {
@@ -125,7 +127,21 @@ func TestA2AFrontOAuthUsers(t *testing.T) {
 
 	// Hostile tokens, and the metadata at the root well-known URL.
 	meta := "http://" + x.addr + "/.well-known/oauth-protected-resource"
-	refuses(t, base+"/agents", http.MethodGet, meta, nil, x.hostile(t), f)
+	bad := x.hostile(t)
+	// Another issuer's token for this very resource, and a 0.3 client with
+	// a good one.
+	stranger := oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{x.alice},
+		Resources: map[string]oauthharness.Resource{base: {Scope: "agents"}}})
+	st, err := stranger.ClientCredentials(lctx, x.alice, base, "agents")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad["wrong issuer"] = st.AccessToken
+	refuses(t, base+"/agents", http.MethodGet, meta, nil, bad, f)
+	old := run(aliceTok, "0.3", map[string]any{"op": "send", "jid": vault, "skill": "echo", "data": map[string]any{"message": "0.3 too"}})
+	if o := old.Steps[0].Task; o == nil || o.State != "completed" && o.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("alice over A2A 0.3: %+v %+v", o, old.Steps[0].Error)
+	}
 	resp, err := http.Get(meta)
 	if err != nil {
 		t.Fatal(err)

@@ -251,7 +251,7 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 	if err != nil {
 		return nil, err
 	}
-	route := iq.From.String()
+	route := iq.ReplyTo().String()
 	if sid == "" {
 		if action != "execute" && action != "complete" {
 			return nil, errBadAction("A command starts with the execute action.")

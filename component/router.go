@@ -116,6 +116,9 @@ type Router struct {
 	presence []PresenceHandler
 	limit    func(requester jid.JID, space, local string) bool
 	invoke   func(ctx context.Context, requester, endpoint jid.JID) bool
+	trusted  func(front jid.JID) bool
+	// assertable: which principals a trusted front may name.
+	assertable func(principal jid.JID) bool
 }
 
 // SetLimiter installs a rate limit that every IQ get or set passes first,
@@ -197,11 +200,20 @@ func (r *Router) HandlePresence(h PresenceHandler) {
 // get or set gets exactly one reply. IQ results and errors are not
 // dispatched here (the component correlates them with its own requests).
 func (r *Router) DispatchIQ(ctx context.Context, iq IQ) *xmltree.Element {
+	// The one place the requester is resolved: a trusted front's
+	// principal replaces the sender for everything below.
+	iq, err := r.principal(iq)
+	if err != nil {
+		if r.limit != nil && iq.Payload != nil && !r.limit(iq.From.Bare(), iq.Payload.Name.Space, iq.Payload.Name.Local) {
+			err = agentproto.ErrResourceConstraint("rate limit reached; retry later")
+		}
+		return r.errorReply(iq, err)
+	}
 	payload, err := r.route(ctx, iq)
 	if err != nil {
 		return r.errorReply(iq, err)
 	}
-	return NewIQ("result", iq.ID, iq.To, iq.From, payload)
+	return NewIQ("result", iq.ID, iq.To, iq.ReplyTo(), payload)
 }
 
 func (r *Router) route(ctx context.Context, iq IQ) (*xmltree.Element, error) {
@@ -267,7 +279,7 @@ func (r *Router) errorReply(iq IQ, err error) *xmltree.Element {
 		r.log.Error("IQ handler failed", "payload", payloadName(iq.Payload), "from", iq.From.String(), "err", err)
 		se = agentproto.ErrInternal()
 	}
-	reply := NewIQ("error", iq.ID, iq.To, iq.From, nil)
+	reply := NewIQ("error", iq.ID, iq.To, iq.ReplyTo(), nil)
 	return reply.Add(se.Element(NSComponent))
 }
 

@@ -13,12 +13,17 @@ const NSComponent = "jabber:component:accept"
 
 // IQ is one inbound IQ stanza.
 type IQ struct {
-	ID      string
-	Type    string // "get", "set", "result" or "error"
+	ID   string
+	Type string // "get", "set", "result" or "error"
+	// From is the requester: the sender, or the principal a trusted front
+	// named (NSPrincipal), whose full JID is then Via.
 	From    jid.JID
 	To      jid.JID
 	Payload *xmltree.Element // first child element; nil when there is none
-	Raw     *xmltree.Element // the whole stanza
+	// Via is the trusted front that asserted From (zero otherwise); replies
+	// and lifecycle events go to ReplyTo.
+	Via jid.JID
+	Raw *xmltree.Element // the whole stanza
 }
 
 // Message is one inbound message stanza.

@@ -261,6 +261,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		holds := g.Engine.HoldsTask(ctx, caller, ep)
 		return may || holds
 	})
+	// An admin acts only as themselves: a front's token cannot carry
+	// admin rights.
+	g.Router.SetTrustedFronts(trustedFronts(cfg.Policy.TrustedFronts), func(p jid.JID) bool { return !g.Policy.IsAdmin(p.String()) })
 	g.Router.HandleMessage(notifier.HandleMessage)
 
 	if err := g.registerStaticManifests(ctx); err != nil {

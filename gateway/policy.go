@@ -69,3 +69,15 @@ func listed(list []string, principal string) bool {
 	}
 	return false
 }
+
+// trustedFronts is [policy] trusted_fronts as the router's check: the bare
+// JIDs that may assert a principal (component.NSPrincipal).
+func trustedFronts(list []string) func(jid.JID) bool {
+	set := map[string]bool{}
+	for _, e := range list {
+		if j, err := jid.Parse(e); err == nil {
+			set[j.Bare().String()] = true
+		}
+	}
+	return func(front jid.JID) bool { return set[front.Bare().String()] }
+}

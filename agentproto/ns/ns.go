@@ -28,7 +28,10 @@ const (
 // MetaDelegationDepth is the MCP _meta key that carries the depth from the
 // gateway to an MCP server and on to an `agentgw mcp` front.
 const (
-	Delegation          = "urn:agentgw:delegation:0"
+	Delegation = "urn:agentgw:delegation:0"
+	// Principal is the trusted-front principal assertion
+	// (<on-behalf-of jid='…'/> inside an IQ's payload; docs/oauth.md).
+	Principal           = "urn:agentgw:principal:0"
 	MetaDelegationDepth = "agentgw/delegationDepth"
 )
 

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -65,7 +66,11 @@ type Options struct {
 	// unsigned.
 	CardSigner *cardsig.Signer
 	// Push turns push notifications on (an outbox file is required).
-	Push   PushOptions
+	Push PushOptions
+	// OAuth, when set, makes the cards declare the issuer's OpenID Connect
+	// scheme (the front is a resource server, Users) in place of the
+	// static bearer.
+	OAuth  *OAuthScheme
 	Logger *slog.Logger
 }
 
@@ -256,7 +261,8 @@ func (f *Front) unionCard(a *agent) json.RawMessage {
 		{"url": f.cardURL(bare), "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
 	}
 	// 1.0 names the security requirement list securityRequirements.
-	m["securityRequirements"] = []map[string]any{{"schemes": map[string]any{"bearer": map[string]any{"list": []string{}}}}}
+	name, scopes := f.scheme()
+	m["securityRequirements"] = []map[string]any{{"schemes": map[string]any{name: map[string]any{"list": scopes}}}}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil
@@ -312,10 +318,43 @@ func (f *Front) card(a *agent, m *agentclient.Manifest) *a2a.AgentCard {
 		DefaultInputModes:  []string{"application/json", "text/plain"},
 		DefaultOutputModes: []string{"application/json", "text/plain"},
 		Skills:             skills,
-		SecuritySchemes: a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{
-			Scheme: "bearer", Description: "The token agentgw a2a was started with.",
-		}},
-		Security: []a2a.SecurityRequirements{{"bearer": a2a.SecuritySchemeScopes{}}},
-		Provider: &a2a.AgentProvider{Org: "agentgw (XMPP agent gateway) " + f.opts.Version, URL: "xmpp:" + a.jid.String()},
+		SecuritySchemes:    f.securitySchemes(),
+		Security:           f.security(),
+		Provider:           &a2a.AgentProvider{Org: "agentgw (XMPP agent gateway) " + f.opts.Version, URL: "xmpp:" + a.jid.String()},
 	}
+}
+
+// OAuthScheme is what the cards say of a front that is an OAuth 2.1
+// resource server.
+type OAuthScheme struct {
+	// Issuer is the authorization server (an OpenID Connect issuer).
+	Issuer string
+	// Scopes are required in every token.
+	Scopes []string
+}
+
+// scheme is the name of the cards' one security scheme and its scopes.
+func (f *Front) scheme() (string, []string) {
+	if f.opts.OAuth == nil {
+		return "bearer", []string{}
+	}
+	scopes := append([]string{}, f.opts.OAuth.Scopes...)
+	return "oauth", scopes
+}
+
+func (f *Front) securitySchemes() a2a.NamedSecuritySchemes {
+	if o := f.opts.OAuth; o != nil {
+		return a2a.NamedSecuritySchemes{"oauth": a2a.OpenIDConnectSecurityScheme{
+			OpenIDConnectURL: strings.TrimSuffix(o.Issuer, "/") + "/.well-known/openid-configuration",
+			Description:      "An access token of this issuer for this front (audience: the front's URL); the caller acts as the JID the token names.",
+		}}
+	}
+	return a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{
+		Scheme: "bearer", Description: "The token agentgw a2a was started with.",
+	}}
+}
+
+func (f *Front) security() []a2a.SecurityRequirements {
+	name, scopes := f.scheme()
+	return []a2a.SecurityRequirements{{a2a.SecuritySchemeName(name): a2a.SecuritySchemeScopes(scopes)}}
 }

@@ -38,6 +38,11 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 	if bearer == "" {
 		return nil, ErrNoBearer
 	}
+	return httpauth.Bearer(bearer, "agentgw-a2a", f.routes()), nil
+}
+
+// routes is the front's HTTP handler, without authentication.
+func (f *Front) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /agents", func(w http.ResponseWriter, r *http.Request) {
 		cards, err := f.Agents(r.Context())
@@ -117,7 +122,7 @@ func (f *Front) Handler(bearer string) (http.Handler, error) {
 		}
 		f.serveREST(w, r, bare)
 	})
-	return httpauth.Bearer(bearer, "agentgw-a2a", mux), nil
+	return mux
 }
 
 // screen reads the bounded body and rejects what the SDK would answer
@@ -266,6 +271,13 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 	if err != nil {
 		return err
 	}
+	f.start(ctx)
+	return serveHTTP(ctx, ln, h)
+}
+
+// start runs the front's background work (push delivery, the first
+// discovery) until ctx is done.
+func (f *Front) start(ctx context.Context) {
 	f.ctx = ctx
 	if f.push != nil {
 		go f.push.run(ctx)
@@ -275,6 +287,10 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 			f.log.Warn("initial agent discovery incomplete", "error", err)
 		}
 	}()
+}
+
+// serveHTTP serves h on ln until ctx is done.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -137,9 +138,33 @@ func payloadName(p *xmltree.Element) string {
 	return p.Name.Local
 }
 
+// principalKey carries the principal of WithPrincipal.
+type principalKey struct{}
+
+// WithPrincipal returns ctx under which every IQ the client sends names
+// principal's bare JID as the requester (urn:agentgw:principal:0, inside
+// the payload): the way a front serving many users acts for each as
+// themselves. The gateway accepts it only from an account listed in its
+// [policy] trusted_fronts and refuses it with forbidden from anyone else.
+func WithPrincipal(ctx context.Context, principal jid.JID) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal.Bare())
+}
+
+// PrincipalOf returns the principal ctx names, if any.
+func PrincipalOf(ctx context.Context) (jid.JID, bool) {
+	p, ok := ctx.Value(principalKey{}).(jid.JID)
+	return p, ok && p.String() != ""
+}
+
 // iqOnce sends one IQ attempt.
 func (c *Client) iqOnce(ctx context.Context, typ string, to jid.JID, payload *xmltree.Element) (*xmltree.Element, error) {
 	el := xmltree.New("jabber:client", "iq", "type", typ, "id", ids.New("q-"), "to", to.String())
+	if p, ok := PrincipalOf(ctx); ok && payload != nil {
+		// On a copy: the caller's payload is sent again on a retry.
+		cp := *payload
+		cp.Children = append(slices.Clip(payload.Children), xmltree.New(ns.Principal, "on-behalf-of", "jid", p.String()))
+		payload = &cp
+	}
 	el.Add(payload)
 	ctx, cancel := context.WithTimeout(ctx, c.IQTimeout)
 	defer cancel()

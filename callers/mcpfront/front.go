@@ -150,7 +150,7 @@ func New(c Client, opts Options) *Front {
 			Tools:      &mcp.ToolCapabilities{ListChanged: true},
 			Extensions: map[string]any{ExtTasks: map[string]any{}},
 		},
-		Instructions: "Tools of XMPP agents visible to " + c.JID().Bare().String() +
+		Instructions: "Tools of XMPP agents visible to " + catalog.PrincipalOf(c).String() +
 			". Each tool's _meta[\"" + MetaTool + "\"] names its XMPP endpoint and pinned version.",
 	})
 	f.srv.AddReceivingMiddleware(f.middleware)

@@ -39,6 +39,12 @@ func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
 	if o.Bearer == "" {
 		panic(ErrNoBearer)
 	}
+	return httpauth.Bearer(o.Bearer, "agentgw-mcp", f.mcpHTTP(o.SessionTimeout))
+}
+
+// mcpHTTP is the MCP streamable HTTP handler, without authentication.
+func (f *Front) mcpHTTP(sessionTimeout time.Duration) http.Handler {
+	o := HTTPOptions{SessionTimeout: sessionTimeout}
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = DefaultSessionTimeout
 	}
@@ -60,7 +66,7 @@ func (f *Front) HTTPHandler(o HTTPOptions) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-	return httpauth.Bearer(o.Bearer, "agentgw-mcp", liftTaskHTTP(both))
+	return liftTaskHTTP(both)
 }
 
 // RunHTTP discovers tools, keeps them fresh, and serves streamable HTTP on
@@ -73,8 +79,13 @@ func (f *Front) RunHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) err
 	defer cancel()
 	f.initial(ctx)
 	go f.poll(ctx)
+	return serveHTTP(ctx, ln, f.HTTPHandler(o))
+}
+
+// serveHTTP serves h on ln until ctx is done.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           f.HTTPHandler(o),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

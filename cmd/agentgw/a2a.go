@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -17,13 +18,15 @@ func init() {
 }
 
 func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH] [--gateway JID]... [--public-url URL]\n\n"+
+	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME]] [--gateway JID]... [--public-url URL]\n\n"+
 		"Each agent the account can see gets an Agent Card at /agents/{jid}/.well-known/agent-card.json and a\n"+
 		"JSON-RPC interface at /agents/{jid} and an HTTP+JSON one under /agents/{jid}/rest (A2A 1.0 with the header\n"+
-		"A2A-Version: 1.0, 0.3 without); GET /agents lists the cards. Every request needs the bearer token.", stdout)
+		"A2A-Version: 1.0, 0.3 without); GET /agents lists the cards. Every request needs the bearer token, or with --issuer an access token\n"+
+		"of that issuer: each user then acts as the JID their token names.", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve HTTP on ADDR (host:port); required")
 	bf := addBearerFlags(fs)
+	of := addOAuthFlags(fs)
 	publicURL := fs.String("public-url", "", "URL prefix the cards advertise (default http://ADDR)")
 	refresh := fs.Duration("refresh", 30*time.Second, "how long a discovered agent list is reused")
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
@@ -46,10 +49,25 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *maxBody <= 0 || *refresh <= 0 || *cancelWait <= 0 {
 		return usagef("--max-request-bytes, --refresh and --cancel-wait must be positive")
 	}
-	ln, bearer, bearerPath, cleanup, err := bf.listen(*httpAddr)
-	defer cleanup()
-	if err != nil {
+	if err := of.check(bf); err != nil {
 		return err
+	}
+	var (
+		ln                 net.Listener
+		bearer, bearerPath string
+	)
+	if *of.issuer != "" {
+		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer ln.Close()
+	} else {
+		var cleanup func()
+		ln, bearer, bearerPath, cleanup, err = bf.listen(*httpAddr)
+		defer cleanup()
+		if err != nil {
+			return err
+		}
 	}
 	base := *publicURL
 	if base == "" {
@@ -84,14 +102,27 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer s.Close()
-	f, err := a2afront.New(s.client, a2afront.Options{
+	opts := a2afront.Options{
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
 		CardSigner: signer,
 		Push:       a2afront.PushOptions{Enabled: *pushOn, Allow: allow, Timeout: *pushTimeout},
-	})
-	if err != nil {
-		return err
+	}
+	var users *a2afront.Users
+	if *of.issuer != "" {
+		gate, err := of.gate(ctx, base, log)
+		if err != nil {
+			return err
+		}
+		if users, err = a2afront.NewUsers(s.client, opts, a2afront.UsersOptions{Gate: gate}); err != nil {
+			return err
+		}
+	}
+	var f *a2afront.Front // the front of the account itself (no --issuer)
+	if users == nil {
+		if f, err = a2afront.New(s.client, opts); err != nil {
+			return err
+		}
 	}
 	// A lost XMPP stream ends the server: a supervisor restarts it.
 	ctx, cancel := context.WithCancel(ctx)
@@ -111,8 +142,13 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		keySource = "the key in --card-key-file"
 	}
 	fmt.Fprintf(stderr, "agentgw a2a: cards signed (ES256, kid %s) with %s; public key at %s/jwks.json\n", signer.KeyID(), keySource, base)
-	fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents as %s\n", base, s.conn.JID().Bare())
-	err = f.Serve(ctx, ln, bearer)
+	if users != nil {
+		fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents for the users of %s, through %s\n", base, *of.issuer, s.conn.JID().Bare())
+		err = users.Serve(ctx, ln)
+	} else {
+		fmt.Fprintf(stderr, "agentgw a2a: serving A2A on %s/agents as %s\n", base, s.conn.JID().Bare())
+		err = f.Serve(ctx, ln, bearer)
+	}
 	select {
 	case <-s.conn.Done():
 		return fmt.Errorf("the XMPP connection ended: %v", s.conn.Err())

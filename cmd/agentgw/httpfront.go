@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/internal/oauthrs"
 )
 
 // bearerFlags are the token flags of the HTTP fronts (`mcp --http`, `a2a`).
@@ -74,4 +78,48 @@ func (b bearerFlags) listen(addr string) (ln net.Listener, token, path string, c
 		return nil, "", "", cleanup, fmt.Errorf("--http: %w", err)
 	}
 	return ln, token, path, cleanup, nil
+}
+
+// oauthFlags make an HTTP front an OAuth 2.1 resource server serving many
+// users, each as themselves (docs/oauth.md).
+type oauthFlags struct {
+	issuer, audience, jidClaim, scopes *string
+}
+
+func addOAuthFlags(fs *flag.FlagSet) oauthFlags {
+	return oauthFlags{
+		issuer:   fs.String("issuer", "", "accept access tokens from this OAuth 2.1 / OpenID issuer (discovery and JWKS; https, or http on loopback) instead of one bearer token: each user acts as the JID their token names; the account must be in the gateway's [policy] trusted_fronts"),
+		audience: fs.String("audience", "", "the audience (resource URL) tokens must name (default: the front's public URL)"),
+		jidClaim: fs.String("jid-claim", "sub", "the token claim holding the caller's bare JID"),
+		scopes:   fs.String("scopes", "", "space-separated scopes every token must carry"),
+	}
+}
+
+// check refuses the bearer flags beside --issuer.
+func (o oauthFlags) check(b bearerFlags) error {
+	if *o.issuer == "" {
+		if *o.audience != "" || *o.scopes != "" {
+			return usagef("--audience and --scopes need --issuer")
+		}
+		return nil
+	}
+	if b.given() {
+		return usagef("give --issuer or a bearer token (--bearer-env, --bearer-file), not both")
+	}
+	return nil
+}
+
+// gate discovers the issuer and returns the resource server's gate for
+// the front at publicURL.
+func (o oauthFlags) gate(ctx context.Context, publicURL string, log *slog.Logger) (*oauthrs.Gate, error) {
+	aud := *o.audience
+	if aud == "" {
+		aud = publicURL
+	}
+	scopes := strings.Fields(*o.scopes)
+	v, err := oauthrs.New(ctx, oauthrs.Config{Issuer: *o.issuer, Audience: aud, Scopes: scopes})
+	if err != nil {
+		return nil, fmt.Errorf("--issuer: %w", err)
+	}
+	return &oauthrs.Gate{Verifier: v, Resource: aud, Issuer: *o.issuer, Scopes: scopes, JIDClaim: *o.jidClaim, Log: log}, nil
 }

@@ -26,10 +26,12 @@ func init() {
 var stdioTransport = func() mcp.Transport { return &mcp.StdioTransport{} }
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
+	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME] [--public-url URL]]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
 	bf := addBearerFlags(fs)
+	of := addOAuthFlags(fs)
+	publicURL := fs.String("public-url", "", "the front's public URL, the audience and the resource of its OAuth metadata (default http://ADDR/)")
 	sessionTimeout := fs.Duration("session-timeout", mcpfront.DefaultSessionTimeout, "close an HTTP MCP session idle this long")
 	refresh := fs.Duration("refresh", 30*time.Second, "rediscovery poll interval, the fallback to the catalog changes gateways push (0 disables polling)")
 	names := fs.String("tool-names", "mcp", `tool-name style: "mcp" (localpart.tool, [A-Za-z0-9_.-], ≤128) or "strict" (localpart_tool, [A-Za-z0-9_-], ≤64)`)
@@ -66,6 +68,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usagef("--bearer-file needs --http")
 		}
 	}
+	if err := of.check(bf); err != nil {
+		return err
+	}
+	if *of.issuer != "" && *httpAddr == "" {
+		return usagef("--issuer needs --http")
+	}
 	if *sessionTimeout <= 0 {
 		return usagef("--session-timeout must be positive")
 	}
@@ -74,7 +82,13 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		bearer     string
 		bearerPath string // where the token is, to tell the operator
 	)
-	if *httpAddr != "" {
+	switch {
+	case *of.issuer != "":
+		if ln, err = net.Listen("tcp", *httpAddr); err != nil {
+			return fmt.Errorf("--http: %w", err)
+		}
+		defer ln.Close()
+	case *httpAddr != "":
 		var cleanup func()
 		ln, bearer, bearerPath, cleanup, err = bf.listen(*httpAddr)
 		defer cleanup()
@@ -88,11 +102,27 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer s.Close()
-	f := mcpfront.New(s.client, mcpfront.Options{
+	opts := mcpfront.Options{
 		Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize, ListPageSize: *listPage,
 		Names: style, CancelWait: *cancelWait, Logger: log,
 		Implementation: &mcp.Implementation{Name: "agentgw", Title: "XMPP agents (agentgw)", Version: buildVersion()},
-	})
+	}
+	var users *mcpfront.Users
+	if *of.issuer != "" {
+		pub := *publicURL
+		if pub == "" {
+			pub = "http://" + ln.Addr().String() + "/"
+		}
+		gate, err := of.gate(ctx, pub, log)
+		if err != nil {
+			return err
+		}
+		users = mcpfront.NewUsers(s.client, opts, mcpfront.UsersOptions{Gate: gate, SessionTimeout: *sessionTimeout})
+	}
+	var f *mcpfront.Front // the front of the account itself (no --issuer)
+	if users == nil {
+		f = mcpfront.New(s.client, opts)
+	}
 
 	// A lost XMPP stream ends the server: the host restarts it.
 	ctx, cancel := context.WithCancel(ctx)
@@ -107,14 +137,18 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}()
 
-	if ln != nil {
+	switch {
+	case users != nil:
+		fmt.Fprintf(stderr, "agentgw mcp: serving MCP (streamable HTTP) on http://%s/ for the users of %s, through %s\n", ln.Addr(), *of.issuer, s.conn.JID().Bare())
+		err = users.RunHTTP(ctx, ln)
+	case ln != nil:
 		if bearerPath != "" {
 			// The path, never the token: stderr ends up in logs.
 			fmt.Fprintf(stderr, "agentgw mcp: bearer token in %s (send \"Authorization: Bearer <token>\")\n", bearerPath)
 		}
 		fmt.Fprintf(stderr, "agentgw mcp: serving MCP (streamable HTTP) on http://%s/ as %s\n", ln.Addr(), s.conn.JID().Bare())
 		err = f.RunHTTP(ctx, ln, mcpfront.HTTPOptions{Bearer: bearer, SessionTimeout: *sessionTimeout})
-	} else {
+	default:
 		err = f.Run(ctx, stdioTransport())
 	}
 	select {

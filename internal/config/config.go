@@ -177,6 +177,10 @@ type Policy struct {
 	// Approved lists "endpoint-jid tool-name" pairs whose approvalRequired
 	// is satisfied by operator approval, for the listed principals.
 	Approvals []Approval `toml:"approvals"`
+	// TrustedFronts are the accounts (bare JIDs) that may invoke on behalf
+	// of the principal their user's token named (urn:agentgw:principal:0,
+	// docs/oauth.md); anyone else asserting a principal is refused.
+	TrustedFronts []string `toml:"trusted_fronts"`
 }
 
 // Approval grants operator approval for one tool to some principals.
@@ -562,6 +566,11 @@ func (c *Config) validate(sections Sections) error {
 			if _, err := ParsePrincipal(e); err != nil {
 				add("[policy.permissions] %q: entry %q %v", perm, e, err)
 			}
+		}
+	}
+	for _, e := range c.Policy.TrustedFronts {
+		if j, err := jid.Parse(e); err != nil || j.Localpart() == "" || j.Resourcepart() != "" {
+			add("[policy] trusted_fronts: %q is not a bare JID localpart@domain", e)
 		}
 	}
 	for i, ap := range c.Policy.Approvals {

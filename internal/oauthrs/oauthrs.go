@@ -52,6 +52,10 @@ const maxDocument = 1 << 20
 // check that failed, never the token.
 var ErrInvalidToken = errors.New("invalid access token")
 
+// ErrInsufficientScope is wrapped (with ErrInvalidToken) by the error of a
+// valid token that lacks a required scope: a 403, not a 401 (RFC 6750 3.1).
+var ErrInsufficientScope = errors.New("insufficient scope")
+
 // Config is what a resource server accepts.
 type Config struct {
 	// Issuer is the authorization server's issuer identifier, exactly.
@@ -79,6 +83,9 @@ type Claims struct {
 	ClientID string
 	Scopes   []string
 	Expiry   time.Time
+	// Raw are all the verified claims, for a principal read from another
+	// claim (Gate.JIDClaim).
+	Raw map[string]any
 }
 
 // Verifier verifies tokens of one issuer for one resource.
@@ -252,7 +259,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidToken, reason(err))
 	}
-	c := &Claims{}
+	c := &Claims{Raw: mc}
 	c.Subject, _ = mc["sub"].(string)
 	c.JID, _ = mc["jid"].(string)
 	c.ClientID, _ = mc["client_id"].(string)
@@ -270,7 +277,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Claims, error) {
 	}
 	for _, need := range v.cfg.Scopes {
 		if !slices.Contains(c.Scopes, need) {
-			return nil, fmt.Errorf("%w: missing scope %s", ErrInvalidToken, need)
+			return nil, fmt.Errorf("%w: %w: missing scope %s", ErrInvalidToken, ErrInsufficientScope, need)
 		}
 	}
 	return c, nil

@@ -71,7 +71,7 @@ func (h *Handlers) invoke(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 		return nil, err
 	}
 	inv.Caller = requester(iq)
-	inv.Route = iq.From.String()
+	inv.Route = iq.ReplyTo().String()
 	inv.Endpoint = iq.To.Bare().String()
 	// A task that starts in its admission commit announces revision 1
 	// only once this <accepted/> is queued ahead of it.

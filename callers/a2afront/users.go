@@ -1,0 +1,122 @@
+package a2afront
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+
+	"mellium.im/xmpp/jid"
+
+	"github.com/agentgw/agentgw/callers/catalog"
+	"github.com/agentgw/agentgw/internal/oauthrs"
+)
+
+// UsersOptions configure a front that serves many users as themselves.
+type UsersOptions struct {
+	// Gate verifies each request's access token and names its principal.
+	// Required.
+	Gate *oauthrs.Gate
+	// MaxUsers bounds the principals served at once (default 1000); one
+	// more is answered 503.
+	MaxUsers int
+}
+
+// Users is `agentgw a2a` as an OAuth 2.1 resource server for many users:
+// every request needs an access token the gate accepts and is served by a
+// Front of its principal's own, whose every XMPP request names that
+// principal (catalog.As, urn:agentgw:principal:0). So each user gets the
+// cards of the agents their own JID may see and holds their own tasks
+// (tasks/get, tasks/cancel and ListTasks of another user's task find
+// nothing: the gateway checks ownership against the principal). The
+// front's XMPP account must be listed in the gateway's [policy]
+// trusted_fronts.
+type Users struct {
+	c    Client
+	opts Options
+	uo   UsersOptions
+
+	mu     sync.Mutex
+	ctx    context.Context
+	fronts map[string]*userFront
+}
+
+type userFront struct {
+	once sync.Once
+	f    *Front
+	err  error
+	h    http.Handler
+}
+
+// NewUsers makes the many-user front over c, the trusted account's client;
+// opts are each user's Front options (its cards declare the gate's issuer).
+func NewUsers(c Client, opts Options, uo UsersOptions) (*Users, error) {
+	if uo.Gate == nil {
+		panic("a2afront: NewUsers without a gate")
+	}
+	if uo.MaxUsers <= 0 {
+		uo.MaxUsers = 1000
+	}
+	if opts.OAuth == nil {
+		opts.OAuth = &OAuthScheme{Issuer: uo.Gate.Issuer, Scopes: uo.Gate.Scopes}
+	}
+	// The options are checked once, here.
+	if _, err := New(c, opts); err != nil {
+		return nil, err
+	}
+	return &Users{c: c, opts: opts, uo: uo, ctx: context.Background(), fronts: map[string]*userFront{}}, nil
+}
+
+// Handler serves the metadata and the users' A2A requests; ctx bounds the
+// users' Fronts.
+func (u *Users) Handler(ctx context.Context) http.Handler {
+	u.mu.Lock()
+	u.ctx = ctx
+	u.mu.Unlock()
+	return u.uo.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, _ := oauthrs.PrincipalOf(r.Context())
+		uf := u.front(p)
+		switch {
+		case uf == nil:
+			http.Error(w, "too many users at once", http.StatusServiceUnavailable)
+		case uf.err != nil:
+			http.Error(w, "the front could not start", http.StatusInternalServerError)
+		default:
+			uf.h.ServeHTTP(w, r)
+		}
+	}))
+}
+
+func (u *Users) front(p jid.JID) *userFront {
+	key := p.Bare().String()
+	u.mu.Lock()
+	uf := u.fronts[key]
+	if uf == nil {
+		if len(u.fronts) >= u.uo.MaxUsers {
+			u.mu.Unlock()
+			return nil
+		}
+		uf = &userFront{}
+		u.fronts[key] = uf
+	}
+	ctx := u.ctx
+	u.mu.Unlock()
+	uf.once.Do(func() {
+		opts := u.opts
+		if opts.Logger != nil {
+			opts.Logger = opts.Logger.With("principal", key)
+		}
+		uf.f, uf.err = New(catalog.As(u.c, p), opts)
+		if uf.err != nil {
+			return
+		}
+		uf.h = uf.f.routes()
+		uf.f.start(ctx)
+	})
+	return uf
+}
+
+// Serve runs the users' front on ln until ctx is done.
+func (u *Users) Serve(ctx context.Context, ln net.Listener) error {
+	return serveHTTP(ctx, ln, u.Handler(ctx))
+}

@@ -267,6 +267,12 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 		return err
 	}
 	f.ctx = ctx
+	if f.tasks.db != nil {
+		if err := f.tasks.load(ctx); err != nil {
+			return fmt.Errorf("a2a front: reading the task index: %w", err)
+		}
+		go f.tasks.flushLoop(ctx)
+	}
 	if f.push != nil {
 		go f.push.run(ctx)
 	}

@@ -288,7 +288,9 @@ func jwksOf(base func() string) func() []byte {
 // with it pending, the receiver comes back, the restarted front delivers
 // it (a JWT the receiver verifies against the front's JWKS); task B's
 // config survives too: its task is followed again and its cancellation,
-// made after the restart, is delivered with the config's token.
+// made after the restart, is delivered with the config's token; the
+// task index came back from the file too (ListTasks pages over both
+// tasks, and A keeps the context id its client chose).
 func TestA2AFrontPushDurable(t *testing.T) {
 	t.Parallel()
 	x := gateway(t)
@@ -302,7 +304,7 @@ func TestA2AFrontPushDurable(t *testing.T) {
 	weather := "weather@" + x.env.Domain
 
 	steps := x.runProto(t, "1.0-jsonrpc", nil,
-		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false,
+		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false, "contextId": "ctx-durable-a",
 			"push": map[string]any{"url": r.url(), "token": "tok-secret-a", "scheme": "Bearer"}},
 		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false,
 			"push": map[string]any{"url": r.url(), "token": "tok-secret-b", "id": "b1"}},
@@ -345,6 +347,26 @@ func TestA2AFrontPushDurable(t *testing.T) {
 	})
 	if n, _ := r.saw(a, "TASK_STATE_CANCELED"); !n.jwt {
 		t.Error("A's cancellation came without a verified JWT")
+	}
+	// The task index came back from the file: ListTasks pages over both
+	// tasks, and A keeps its context.
+	page1 := x.runProto(t, "1.0-jsonrpc", nil, map[string]any{"op": "list", "jid": weather, "pageSize": 1})[0]
+	noError(t, page1)
+	if page1.List == nil || len(page1.List.Tasks) != 1 || page1.List.NextPageToken == "" || page1.List.TotalSize != 2 {
+		t.Fatalf("ListTasks after the restart: %+v", page1.List)
+	}
+	page2 := x.runProto(t, "1.0-jsonrpc", nil, map[string]any{"op": "list", "jid": weather, "pageSize": 1, "pageToken": page1.List.NextPageToken},
+		map[string]any{"op": "get", "jid": weather, "taskId": a})
+	noError(t, page2[0])
+	listed := map[string]bool{page1.List.Tasks[0].ID: true}
+	for _, lt := range page2[0].List.Tasks {
+		listed[lt.ID] = true
+	}
+	if !listed[a] || !listed[b] || page2[0].List.NextPageToken != "" {
+		t.Errorf("the two pages after the restart list %v (next %q), want A and B", listed, page2[0].List.NextPageToken)
+	}
+	if page2[1].Task == nil || page2[1].Task.ContextID != "ctx-durable-a" {
+		t.Errorf("A's context after the restart: %+v", page2[1].Task)
 	}
 	testkit.WaitFor(t, 60*time.Second, "task B followed again", func() bool {
 		return f2.logged("following tasks with push configs again")

@@ -197,3 +197,44 @@ func (s *A2AFront) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+func (s *A2AFront) PutTasks(ctx context.Context, ts []frontdb.Task, max int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, t := range ts {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO a2a_front_tasks (id, agent, context_id, seq, updated_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET context_id = CASE WHEN a2a_front_tasks.context_id = '' THEN excluded.context_id ELSE a2a_front_tasks.context_id END,
+			updated_at = max(a2a_front_tasks.updated_at, excluded.updated_at)`, t.ID, t.Agent, t.ContextID, int64(t.Seq), t.Updated.UnixNano()); err != nil {
+			return err
+		}
+	}
+	if max > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM a2a_front_tasks WHERE id IN (
+			SELECT id FROM a2a_front_tasks ORDER BY updated_at DESC, seq DESC LIMIT -1 OFFSET ?)`, max); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+func (s *A2AFront) Tasks(ctx context.Context, max int) ([]frontdb.Task, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, agent, context_id, seq, updated_at FROM a2a_front_tasks ORDER BY updated_at DESC, seq DESC LIMIT ?`, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []frontdb.Task
+	for rows.Next() {
+		var t frontdb.Task
+		var seq, upd int64
+		if err := rows.Scan(&t.ID, &t.Agent, &t.ContextID, &seq, &upd); err != nil {
+			return nil, err
+		}
+		t.Seq, t.Updated = uint64(seq), time.Unix(0, upd)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

@@ -82,3 +82,31 @@ func TestA2AFrontStore(t *testing.T) {
 		t.Fatalf("prune: %d %v (c2 of t1 is done and has nothing queued)", n, err)
 	}
 }
+
+// The task index: upserts keep the first context id and the latest
+// update; only the max most recent entries stay.
+func TestA2AFrontStoreTasks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.OpenA2AFront(ctx, filepath.Join(t.TempDir(), "front.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Now()
+	err = s.PutTasks(ctx, []frontdb.Task{
+		{Agent: "a@x", ID: "t1", ContextID: "c1", Seq: 1, Updated: t0},
+		{Agent: "a@x", ID: "t2", Seq: 2, Updated: t0.Add(time.Second)},
+		{Agent: "a@x", ID: "t3", Seq: 3, Updated: t0.Add(2 * time.Second)},
+	}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTasks(ctx, []frontdb.Task{{Agent: "a@x", ID: "t1", ContextID: "other", Seq: 1, Updated: t0.Add(3 * time.Second)}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.Tasks(ctx, 10)
+	if err != nil || len(ts) != 2 || ts[0].ID != "t1" || ts[0].ContextID != "c1" || ts[1].ID != "t3" {
+		t.Fatalf("tasks: %+v %v", ts, err)
+	}
+}

@@ -1,7 +1,8 @@
 // Package frontdb defines the storage contract of the A2A front's own
 // durable state (`agentgw a2a --push-outbox FILE`): the push notification
-// configs clients registered and the outbox of notifications not yet
-// delivered, so both survive a restart of the front (kill -9 included).
+// configs clients registered, the outbox of notifications not yet
+// delivered and the index of the tasks the front started (ListTasks,
+// context ids), so they survive a restart of the front (kill -9 included).
 // The front is an XMPP client process with no gateway store of its own;
 // store/sqlite implements this over a file of the front's.
 package frontdb
@@ -37,6 +38,15 @@ type Notification struct {
 	Created  time.Time
 }
 
+// Task is one entry of the front's task index.
+type Task struct {
+	Agent     string // bare JID
+	ID        string
+	ContextID string // the client's; empty for none
+	Seq       uint64 // creation order
+	Updated   time.Time
+}
+
 // ErrTooMany is PutConfig's answer when the task has max configs already.
 var ErrTooMany = errors.New("frontdb: the task has too many push configs")
 
@@ -69,5 +79,11 @@ type Store interface {
 	GiveUp(ctx context.Context, id int64) error
 	// Prune removes configs done before cutoff (with nothing queued).
 	Prune(ctx context.Context, cutoff time.Time) (int, error)
+
+	// PutTasks upserts task index entries and keeps only the max most
+	// recently updated.
+	PutTasks(ctx context.Context, ts []Task, max int) error
+	// Tasks lists up to max entries, most recently updated first.
+	Tasks(ctx context.Context, max int) ([]Task, error)
 	Close() error
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentgw/agentgw/callers/a2afront/frontdb"
@@ -15,6 +17,8 @@ import (
 
 //go:embed a2afront/migrations/*.sql
 var a2aFrontFS embed.FS
+
+var memSeq atomic.Int64
 
 // A2AFront is the A2A front's own SQLite file (frontdb.Store): push
 // configs and the push outbox of `agentgw a2a --push-outbox FILE`. It is
@@ -26,7 +30,9 @@ var _ frontdb.Store = (*A2AFront)(nil)
 // OpenA2AFront opens (creating if needed) the front's file at path; an
 // empty path is an in-memory database that lives as long as the process.
 func OpenA2AFront(ctx context.Context, path string) (*A2AFront, error) {
-	src := "file::memory:?_busy_timeout=10000"
+	// A named shared-cache memory database outlives any one connection
+	// (the pool may replace one) while the pool holds another.
+	src := fmt.Sprintf("file:a2afront-%d-%d?mode=memory&cache=shared&_busy_timeout=10000", os.Getpid(), memSeq.Add(1))
 	if path != "" {
 		src = dsn(path, false)
 	}

@@ -110,3 +110,28 @@ func TestA2AFrontStoreTasks(t *testing.T) {
 		t.Fatalf("tasks: %+v %v", ts, err)
 	}
 }
+
+// Without a path the store is in memory, one per open.
+func TestA2AFrontStoreMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, err := sqlite.OpenA2AFront(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlite.OpenA2AFront(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.PutConfig(ctx, frontdb.Config{TaskID: "t", ConfigID: "c", Agent: "a@x", Body: []byte(`{}`)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := b.Configs(ctx, "t"); len(cs) != 0 {
+		t.Fatalf("two memory stores share configs: %+v", cs)
+	}
+	if cs, _ := a.Configs(ctx, "t"); len(cs) != 1 {
+		t.Fatalf("the memory store lost its config: %+v", cs)
+	}
+}

@@ -34,6 +34,13 @@ func OpenA2AFront(ctx context.Context, path string) (*A2AFront, error) {
 	// (the pool may replace one) while the pool holds another.
 	src := fmt.Sprintf("file:a2afront-%d-%d?mode=memory&cache=shared&_busy_timeout=10000", os.Getpid(), memSeq.Add(1))
 	if path != "" {
+		// The file holds webhook tokens and credentials: made 0600 (SQLite
+		// gives its -wal and -shm files the same mode).
+		f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("a2a front store: %w", err)
+		}
+		f.Close()
 		src = dsn(path, false)
 	}
 	db, err := sql.Open("sqlite3", src)

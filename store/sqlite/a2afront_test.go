@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ func TestA2AFrontStore(t *testing.T) {
 	s, err := sqlite.OpenA2AFront(ctx, path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the file holds secrets; its mode: %v %v", fi.Mode(), err)
 	}
 	put := func(task, id string) error {
 		return s.PutConfig(ctx, frontdb.Config{TaskID: task, ConfigID: id, Agent: "a@x", Body: []byte(`{"id":"` + id + `"}`)}, 2)

@@ -94,21 +94,13 @@ func (s *A2AFront) PutConfig(ctx context.Context, c frontdb.Config, max int) err
 
 func (s *A2AFront) configs(ctx context.Context, q string, args ...any) ([]frontdb.Config, error) {
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []frontdb.Config
-	for rows.Next() {
+	return collect(rows, err, func(r scanner) (frontdb.Config, error) {
 		var c frontdb.Config
 		var done int
-		if err := rows.Scan(&c.TaskID, &c.ConfigID, &c.Agent, &c.Body, &done); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&c.TaskID, &c.ConfigID, &c.Agent, &c.Body, &done)
 		c.Done = done == 1
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 func (s *A2AFront) Configs(ctx context.Context, taskID string) ([]frontdb.Config, error) {
@@ -169,21 +161,13 @@ func (s *A2AFront) Due(ctx context.Context, now time.Time, limit int) ([]frontdb
 	rows, err := s.db.QueryContext(ctx, `SELECT id, task_id, config_id, config, body, attempts, created_at FROM a2a_push_outbox o
 		WHERE next_at <= ? AND id = (SELECT min(i.id) FROM a2a_push_outbox i WHERE i.task_id = o.task_id AND i.config_id = o.config_id)
 		ORDER BY next_at, id LIMIT ?`, now.UnixNano(), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []frontdb.Notification
-	for rows.Next() {
+	return collect(rows, err, func(r scanner) (frontdb.Notification, error) {
 		var n frontdb.Notification
 		var created int64
-		if err := rows.Scan(&n.ID, &n.TaskID, &n.ConfigID, &n.Config, &n.Body, &n.Attempts, &created); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&n.ID, &n.TaskID, &n.ConfigID, &n.Config, &n.Body, &n.Attempts, &created)
 		n.Created = time.Unix(0, created)
-		out = append(out, n)
-	}
-	return out, rows.Err()
+		return n, err
+	})
 }
 
 func (s *A2AFront) Delivered(ctx context.Context, id int64) error {
@@ -235,19 +219,11 @@ func (s *A2AFront) PutTasks(ctx context.Context, ts []frontdb.Task, max int) err
 
 func (s *A2AFront) Tasks(ctx context.Context, max int) ([]frontdb.Task, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, agent, context_id, seq, updated_at FROM a2a_front_tasks ORDER BY updated_at DESC, seq DESC LIMIT ?`, max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []frontdb.Task
-	for rows.Next() {
+	return collect(rows, err, func(r scanner) (frontdb.Task, error) {
 		var t frontdb.Task
 		var seq, upd int64
-		if err := rows.Scan(&t.ID, &t.Agent, &t.ContextID, &seq, &upd); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&t.ID, &t.Agent, &t.ContextID, &seq, &upd)
 		t.Seq, t.Updated = uint64(seq), time.Unix(0, upd)
-		out = append(out, t)
-	}
-	return out, rows.Err()
+		return t, err
+	})
 }

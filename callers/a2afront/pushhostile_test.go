@@ -17,8 +17,8 @@ import (
 // starts nothing) — and never contacted; bad schemes, credentials in the
 // URL, overlong URLs, a Basic scheme without credentials and a 2 MiB
 // token each get a clear error that echoes none of the config. With
-// --push-allow-private the same loopback receiver is served (a 0.3 client
-// giving the config inside SendMessage), and a receiver that redirects to
+// --push-allow-private the same loopback receiver is served (0.3 JSON-RPC
+// and 1.0 HTTP+JSON clients giving the config inside SendMessage), and a receiver that redirects to
 // another host is not followed: the notification is given up after
 // --push-max-attempts with a log line, and the other host never hears.
 func TestA2AFrontPushHostile(t *testing.T) {
@@ -101,6 +101,19 @@ func TestA2AFrontPushHostile(t *testing.T) {
 		defer ok.mu.Unlock()
 		return len(ok.states) > 0
 	})
+	// The same inside a 1.0 HTTP+JSON SendMessage, blocking: the
+	// completed task's notification arrives.
+	rest := x.runProto(t, "1.0-rest", nil, map[string]any{"op": "send", "jid": weather, "skill": "echo", "data": map[string]any{"message": "m"},
+		"push": map[string]any{"url": ok.srv.URL + "/hook", "token": "tok-secret-ok"}})[0]
+	noError(t, rest)
+	testkit.WaitFor(t, 60*time.Second, "the HTTP+JSON client's completed task notified", func() bool { return ok.got("TASK_STATE_COMPLETED") })
+	ok.mu.Lock()
+	for _, tok := range ok.tokens {
+		if tok != "tok-secret-ok" {
+			t.Errorf("a notification without the config's token: %q", tok)
+		}
+	}
+	ok.mu.Unlock()
 	testkit.WaitFor(t, 60*time.Second, "the redirected notification given up", func() bool {
 		return f.logged("giving up", steps[1].Task.ID, "attempts=2", "HTTP 307")
 	})

@@ -1,9 +1,11 @@
 package a2afront_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +22,9 @@ import (
 // --push-allow-private the same loopback receiver is served (0.3 JSON-RPC
 // and 1.0 HTTP+JSON clients giving the config inside SendMessage), and a receiver that redirects to
 // another host is not followed: the notification is given up after
-// --push-max-attempts with a log line, and the other host never hears.
+// --push-max-attempts with a log line, and the other host never hears; a
+// receiver answering with a 20 MiB body is read 64 KiB and counts as
+// delivered.
 func TestA2AFrontPushHostile(t *testing.T) {
 	t.Parallel()
 	x := gateway(t)
@@ -122,6 +126,48 @@ func TestA2AFrontPushHostile(t *testing.T) {
 	}
 	for _, id := range []int{0, 1} {
 		noError(t, x.runProto(t, "0.3", nil, map[string]any{"op": "cancel", "jid": weather, "taskId": steps[id].Task.ID})[0])
+	}
+
+	// A receiver answering 2xx with a 20 MiB body: the answer is read at
+	// most 64 KiB and the notification counts as delivered — the next one
+	// follows without a retry of the first.
+	var bigHits atomic.Int64
+	var bigCanceled atomic.Bool
+	var bodiesMu sync.Mutex
+	bodies := map[string]int{} // a retry sends the same body again
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bigHits.Add(1)
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		bodiesMu.Lock()
+		bodies[string(b)]++
+		bodiesMu.Unlock()
+		if strings.Contains(string(b), "TASK_STATE_CANCELED") {
+			bigCanceled.Store(true)
+		}
+		chunk := make([]byte, 64<<10)
+		for i := 0; i < 320; i++ {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(big.Close)
+	bs := x.runProto(t, "1.0-jsonrpc", nil, map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false,
+		"push": map[string]any{"url": big.URL + "/hook"}})[0]
+	noError(t, bs)
+	testkit.WaitFor(t, 60*time.Second, "the first notification at the big receiver", func() bool { return bigHits.Load() >= 1 })
+	noError(t, x.runProto(t, "1.0-jsonrpc", nil, map[string]any{"op": "cancel", "jid": weather, "taskId": bs.Task.ID})[0])
+	testkit.WaitFor(t, 60*time.Second, "the cancellation at the big receiver", bigCanceled.Load)
+	bodiesMu.Lock()
+	for _, n := range bodies {
+		if n != 1 {
+			t.Errorf("the big-answer receiver got one notification %d times (a retry: the 2xx did not count)", n)
+		}
+	}
+	t.Logf("the big-answer receiver took %d notifications, %d distinct", bigHits.Load(), len(bodies))
+	bodiesMu.Unlock()
+	if f.logged("giving up", bs.Task.ID) || f.logged("retrying", bs.Task.ID) {
+		t.Error("a notification answered 2xx with a 20 MiB body was retried or given up")
 	}
 	if n := contacted.Load(); n != 0 {
 		t.Errorf("the receiver refused by default was contacted %d times", n)

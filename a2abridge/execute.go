@@ -26,7 +26,10 @@ type remote struct {
 	call  tasks.Call
 	id    a2a.TaskID // the remote task, once known
 	ctxID string
-	parts []a2a.Part // artifact parts collected so far
+	parts []a2a.Part // artifact parts collected so far, artifact by artifact
+	// arts is where each artifact's parts are in parts: an update with
+	// append:false replaces them, append:true extends them.
+	arts []artifactSpan
 	// partBytes is the size of parts, bounded by MaxResponseBytes.
 	partBytes int64
 	cancel    bool // a cancellation was sent
@@ -182,8 +185,8 @@ func (r *remote) consume(ctx context.Context, events iter.Seq2[a2a.Event, error]
 		case *a2a.TaskArtifactUpdateEvent:
 			r.learn(v.TaskID, v.ContextID)
 			if v.Artifact != nil {
-				r.parts = append(r.parts, v.Artifact.Parts...)
-				if r.partBytes += partsSize(v.Artifact.Parts); r.partBytes > r.b.o.MaxResponseBytes {
+				r.addArtifact(v.Artifact.ID, v.Artifact.Parts, v.Append)
+				if r.partBytes > r.b.o.MaxResponseBytes {
 					return nil, false, fmt.Errorf("%w: the artifacts of the result", errTooLarge)
 				}
 			}
@@ -194,6 +197,38 @@ func (r *remote) consume(ctx context.Context, events iter.Seq2[a2a.Event, error]
 		}
 	}
 	return nil, false, errors.New("the stream ended before the task did")
+}
+
+// artifactSpan is one artifact's parts in remote.parts.
+type artifactSpan struct {
+	id    a2a.ArtifactID
+	parts []a2a.Part
+}
+
+// addArtifact applies one artifact update: append:false replaces the
+// parts of the artifact with that id (or adds it), append:true extends
+// them. The result keeps the artifacts in the order they first came.
+func (r *remote) addArtifact(id a2a.ArtifactID, parts []a2a.Part, appendTo bool) {
+	i := -1
+	for j := range r.arts {
+		if r.arts[j].id == id {
+			i = j
+			break
+		}
+	}
+	switch {
+	case i < 0:
+		r.arts = append(r.arts, artifactSpan{id: id, parts: append([]a2a.Part(nil), parts...)})
+	case appendTo:
+		r.arts[i].parts = append(r.arts[i].parts, parts...)
+	default:
+		r.arts[i].parts = append([]a2a.Part(nil), parts...)
+	}
+	r.parts, r.partBytes = r.parts[:0], 0
+	for _, a := range r.arts {
+		r.parts = append(r.parts, a.parts...)
+		r.partBytes += partsSize(a.parts)
+	}
 }
 
 // learn notes the remote task the agent named and, the first time,
@@ -216,10 +251,9 @@ func (r *remote) onTask(ctx context.Context, t *a2a.Task) (iter.Seq2[a2a.Event, 
 		return nil, false
 	}
 	if len(t.Artifacts) > 0 {
-		r.parts, r.partBytes = r.parts[:0], 0
+		r.parts, r.arts, r.partBytes = nil, nil, 0
 		for _, a := range t.Artifacts {
-			r.parts = append(r.parts, a.Parts...)
-			r.partBytes += partsSize(a.Parts)
+			r.addArtifact(a.ID, a.Parts, false)
 		}
 	}
 	return r.onStatus(ctx, t.Status)

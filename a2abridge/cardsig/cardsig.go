@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/agentgw/agentgw/internal/ijson"
 )
@@ -125,6 +127,31 @@ func (s *Signer) Sign(card []byte) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// SignJWT returns a compact JWS (RFC 7519 JWT, ES256) of claims with this
+// key: the kid and jku in its header name the key in the JWKS, so a push
+// notification receiver verifies it as it verifies the cards.
+func (s *Signer) SignJWT(claims map[string]any) (string, error) {
+	hdr := map[string]string{"alg": "ES256", "typ": "JWT", "kid": s.kid}
+	if s.jku != "" {
+		hdr["jku"] = s.jku
+	}
+	hb, _ := json.Marshal(hdr)
+	cb, err := json.Marshal(claims)
+	if err != nil {
+		return "", fmt.Errorf("cardsig: the claims are not JSON: %w", err)
+	}
+	input := b64.EncodeToString(hb) + "." + b64.EncodeToString(cb)
+	sum := sha256.Sum256([]byte(input))
+	r, sv, err := ecdsa.Sign(rand.Reader, s.key, sum[:])
+	if err != nil {
+		return "", fmt.Errorf("cardsig: signing: %w", err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	sv.FillBytes(sig[32:])
+	return input + "." + b64.EncodeToString(sig), nil
+}
+
 // JWKS is the public key as a JSON Web Key Set, for clients to pin.
 func (s *Signer) JWKS() []byte {
 	b, _ := json.Marshal(map[string]any{"keys": []map[string]string{jwk(&s.key.PublicKey, s.kid)}})
@@ -191,6 +218,12 @@ func LoadVerifier(path string) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cardsig: reading the pinned key: %w", err)
 	}
+	return ParseVerifier(b)
+}
+
+// ParseVerifier is LoadVerifier of the key file's bytes (a JWKS or a PEM
+// public key), e.g. a JWKS fetched from the signer's jwks.json.
+func ParseVerifier(b []byte) (*Verifier, error) {
 	v := &Verifier{keys: map[string]*ecdsa.PublicKey{}}
 	if blk, _ := pem.Decode(b); blk != nil {
 		k, err := x509.ParsePKIXPublicKey(blk.Bytes)
@@ -230,6 +263,45 @@ func LoadVerifier(path string) (*Verifier, error) {
 		return nil, errors.New("cardsig: the JWKS holds no EC P-256 key")
 	}
 	return v, nil
+}
+
+// ErrBadJWT is VerifyJWT's error; its text names no part of the token.
+var ErrBadJWT = errors.New("the JWT does not verify with the pinned keys")
+
+// VerifyJWT checks a compact ES256 JWT against the pinned keys (by the
+// kid of its header) and returns its claims. It checks the signature and
+// exp only; the caller checks the other claims.
+func (v *Verifier) VerifyJWT(token string, now time.Time) (map[string]any, error) {
+	seg := strings.Split(token, ".")
+	if len(seg) != 3 || len(token) > 16<<10 {
+		return nil, ErrBadJWT
+	}
+	hb, err1 := b64.DecodeString(seg[0])
+	cb, err2 := b64.DecodeString(seg[1])
+	sig, err3 := b64.DecodeString(seg[2])
+	if err1 != nil || err2 != nil || err3 != nil || len(sig) != 64 {
+		return nil, ErrBadJWT
+	}
+	var hdr struct{ Alg, Kid string }
+	if json.Unmarshal(hb, &hdr) != nil || hdr.Alg != "ES256" {
+		return nil, ErrBadJWT
+	}
+	pub := v.keys[hdr.Kid]
+	if pub == nil {
+		return nil, ErrBadJWT
+	}
+	sum := sha256.Sum256([]byte(seg[0] + "." + seg[1]))
+	if !ecdsa.Verify(pub, sum[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
+		return nil, ErrBadJWT
+	}
+	var claims map[string]any
+	if json.Unmarshal(cb, &claims) != nil {
+		return nil, ErrBadJWT
+	}
+	if exp, ok := claims["exp"].(float64); !ok || now.Unix() > int64(exp) {
+		return nil, ErrBadJWT
+	}
+	return claims, nil
 }
 
 // Errors of Verify; their texts name no part of the card.

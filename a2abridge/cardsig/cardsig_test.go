@@ -6,11 +6,15 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // A signed card verifies with the signer's JWKS and its PEM public key;
@@ -70,5 +74,39 @@ func TestSignVerify(t *testing.T) {
 	p2, _ := Payload([]byte(`{ "a" : [ true , null ] , "b" : 1.0, "h": false }`))
 	if string(p1) != string(p2) || string(p1) != `{"a":[true],"b":1,"h":false}` {
 		t.Errorf("payloads %s %s", p1, p2)
+	}
+}
+
+// A JWT signed by the Signer verifies against its JWKS, and not once a
+// claim is changed, the key differs or it has expired.
+func TestSignVerifyJWT(t *testing.T) {
+	key, _ := LoadOrGenerate("")
+	s, _ := NewSigner(key, "http://front/jwks.json")
+	v, err := ParseVerifier(s.JWKS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := s.SignJWT(map[string]any{"iss": "http://front", "exp": now.Add(time.Minute).Unix(), "taskId": "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.VerifyJWT(tok, now)
+	if err != nil || c["taskId"] != "t1" {
+		t.Fatalf("a good token: %v %v", c, err)
+	}
+	seg := strings.Split(tok, ".")
+	forged, _ := json.Marshal(map[string]any{"iss": "http://front", "exp": now.Add(time.Minute).Unix(), "taskId": "t2"})
+	if _, err := v.VerifyJWT(seg[0]+"."+base64.RawURLEncoding.EncodeToString(forged)+"."+seg[2], now); err == nil {
+		t.Error("a changed claim verified")
+	}
+	if _, err := v.VerifyJWT(tok, now.Add(2*time.Minute)); err == nil {
+		t.Error("an expired token verified")
+	}
+	other, _ := LoadOrGenerate("")
+	s2, _ := NewSigner(other, "")
+	tok2, _ := s2.SignJWT(map[string]any{"exp": now.Add(time.Minute).Unix()})
+	if _, err := v.VerifyJWT(tok2, now); err == nil {
+		t.Error("another key's token verified")
 	}
 }

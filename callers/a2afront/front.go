@@ -138,6 +138,8 @@ func New(c Client, opts Options) (*Front, error) {
 			return nil, err
 		}
 		f.push = p
+		// The front's store keeps the task index too.
+		f.tasks.db, f.tasks.log = opts.Push.Store, opts.Logger
 	}
 	// A pushed activation or deactivation makes the catalog stale at once:
 	// the next card or call refreshes it (issue 20's node).

@@ -202,6 +202,17 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 	if err := checkMessage(p.Message); err != nil {
 		return nil, "", 0, err
 	}
+	// A push config in the message's configuration is checked before
+	// anything starts, and registered for the task once it is known.
+	pc := fromSend(p)
+	if pc != nil {
+		if h.f.push == nil {
+			return nil, "", 0, a2a.ErrPushNotificationNotSupported
+		}
+		if err := h.f.push.validate(ctx, pc); err != nil {
+			return nil, "", 0, err
+		}
+	}
 	a, err := h.agent(ctx)
 	if err != nil {
 		return nil, "", 0, err
@@ -215,6 +226,9 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 		rev, err := h.answer(ctx, ep, taskID, p.Message)
 		if err == nil {
 			h.f.tasks.add(h.bare, taskID, p.Message.ContextID)
+			if pc != nil {
+				err = h.f.push.registerFor(ctx, a, pc, taskID)
+			}
 		}
 		return a, taskID, rev, err
 	}
@@ -229,6 +243,11 @@ func (h handler) start(ctx context.Context, p *a2a.MessageSendParams) (*agent, s
 		return nil, "", 0, xmppError(err, "the invocation")
 	}
 	h.f.tasks.add(h.bare, acc.TaskID, p.Message.ContextID)
+	if pc != nil {
+		if err := h.f.push.registerFor(ctx, a, pc, acc.TaskID); err != nil {
+			return nil, "", 0, err
+		}
+	}
 	return a, acc.TaskID, acc.Revision, nil
 }
 

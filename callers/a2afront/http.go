@@ -271,14 +271,22 @@ func (f *Front) Serve(ctx context.Context, ln net.Listener, bearer string) error
 	if err != nil {
 		return err
 	}
-	f.start(ctx)
+	if err := f.start(ctx); err != nil {
+		return err
+	}
 	return serveHTTP(ctx, ln, h)
 }
 
-// start runs the front's background work (push delivery, the first
-// discovery) until ctx is done.
-func (f *Front) start(ctx context.Context) {
+// start runs the front's background work (the durable task index, push
+// delivery, the first discovery) until ctx is done.
+func (f *Front) start(ctx context.Context) error {
 	f.ctx = ctx
+	if f.tasks.db != nil {
+		if err := f.tasks.load(ctx); err != nil {
+			return fmt.Errorf("a2a front: reading the task index: %w", err)
+		}
+		go f.tasks.flushLoop(ctx)
+	}
 	if f.push != nil {
 		go f.push.run(ctx)
 	}
@@ -287,6 +295,7 @@ func (f *Front) start(ctx context.Context) {
 			f.log.Warn("initial agent discovery incomplete", "error", err)
 		}
 	}()
+	return nil
 }
 
 // serveHTTP serves h on ln until ctx is done.

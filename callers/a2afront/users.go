@@ -111,7 +111,7 @@ func (u *Users) front(p jid.JID) *userFront {
 			return
 		}
 		uf.h = uf.f.routes()
-		uf.f.start(ctx)
+		uf.err = uf.f.start(ctx)
 	})
 	return uf
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentgw/agentgw/a2abridge/cardsig"
 	"github.com/agentgw/agentgw/callers/a2afront"
+	"github.com/agentgw/agentgw/store/sqlite"
 )
 
 func init() {
@@ -32,7 +33,11 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	pageSize := fs.Int("page-size", 50, "RSM page size for directory listings")
 	cancelWait := fs.Duration("cancel-wait", 15*time.Second, "how long tasks/cancel waits for the XMPP task to settle")
 	maxBody := fs.Int64("max-request-bytes", 1<<20, "largest JSON-RPC request body accepted")
-	pushOn := fs.Bool("push", false, "offer push notifications (delivered at least once while agentgw a2a runs; the outbox is in memory)")
+	pushOn := fs.Bool("push", false, "offer push notifications (without --push-outbox the outbox is in memory: a restart loses it)")
+	pushOutbox := fs.String("push-outbox", "", "SQLite file of push configs and undelivered notifications, kept across restarts (implies --push)")
+	pushPrivate := fs.Bool("push-allow-private", false, "allow push targets on loopback, private (RFC 1918, fc00::/7) and 100.64/10 addresses (link-local stays refused)")
+	pushAttempts := fs.Int("push-max-attempts", 12, "attempts of one push notification before it is given up (logged)")
+	pushAge := fs.Duration("push-max-age", 24*time.Hour, "age past which an undelivered push notification is given up (logged)")
 	pushAllow := fs.String("push-allow", "", "comma-separated address prefixes push targets may resolve to although not public (e.g. 127.0.0.1/32); default none")
 	pushTimeout := fs.Duration("push-timeout", 10*time.Second, "bound of one push delivery attempt")
 	cardKey := fs.String("card-key-file", "", "PEM ECDSA P-256 private key the agent cards are signed with (ES256); default: a key generated at start")
@@ -85,8 +90,21 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		allow = append(allow, pre)
 	}
-	if *pushTimeout <= 0 {
-		return usagef("--push-timeout must be positive")
+	if *pushTimeout <= 0 || *pushAttempts <= 0 || *pushAge <= 0 {
+		return usagef("--push-timeout, --push-max-attempts and --push-max-age must be positive")
+	}
+	if *of.issuer != "" && (*pushOn || *pushOutbox != "") {
+		// The push store also indexes the tasks ListTasks answers from; one
+		// file shared by every user's front would mix their tasks.
+		return usagef("--push and --push-outbox are not available with --issuer yet (one push store per user is not built)")
+	}
+	var pushStore *sqlite.A2AFront
+	if *pushOn || *pushOutbox != "" {
+		pushStore, err = sqlite.OpenA2AFront(ctx, *pushOutbox)
+		if err != nil {
+			return err
+		}
+		defer pushStore.Close()
 	}
 	key, err := cardsig.LoadOrGenerate(*cardKey)
 	if err != nil {
@@ -106,7 +124,8 @@ func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		BaseURL: base, Gateways: gws, Refresh: *refresh, DirectoryPageSize: *pageSize,
 		CancelWait: *cancelWait, MaxRequestBytes: *maxBody, Version: buildVersion(), Logger: log,
 		CardSigner: signer,
-		Push:       a2afront.PushOptions{Enabled: *pushOn, Allow: allow, Timeout: *pushTimeout},
+		Push: a2afront.PushOptions{Enabled: pushStore != nil, Store: pushStore, Allow: allow, AllowPrivate: *pushPrivate,
+			Timeout: *pushTimeout, MaxAttempts: *pushAttempts, MaxAge: *pushAge},
 	}
 	var users *a2afront.Users
 	if *of.issuer != "" {

@@ -31,8 +31,8 @@ var tiers = map[string]int{
 	"component": 1, "backendkit": 1, "callers/agentclient/xmppclient": 1, "federation": 1,
 	"directory/dirdb": 1, "tasks/taskdb": 1, "connectorbridge/bindingdb": 1, "cluster": 1,
 	"a2abridge/a2amap":  1,
-	"a2abridge/cardsig": 1,
-	"accbridge/accdb":   1, "accbridge": 4,
+	"a2abridge/cardsig": 1, "callers/a2afront/frontdb": 1,
+	"accbridge/accdb": 1, "accbridge": 4,
 	"connectorbridge/chatdb": 1, "internal/transfer": 1,
 	// The directory, the set of store interfaces, the caller SDK.
 	"directory": 2, "store": 2, "callers/agentclient": 2, "connectorbridge/wire": 2,

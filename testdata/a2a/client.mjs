@@ -44,12 +44,21 @@ function parts(step) {
   return out;
 }
 
+// pushConfig is a step's push config ({url, token, id, scheme,
+// credentials, tokenRepeat}) as the SDK's TaskPushNotificationConfig.
+function pushConfig(p, taskId) {
+  if (!p) return undefined;
+  const authentication = p.scheme ? { scheme: p.scheme, credentials: p.credentials || '' } : undefined;
+  const token = p.tokenRepeat ? 't'.repeat(p.tokenRepeat) : (p.token || ''); // a huge token without a huge argv
+  return { tenant: '', id: p.id || '', taskId: taskId || '', url: p.url, token, authentication };
+}
+
 function request(step, taskId) {
   const md = step.skill ? { 'agentgw/skill': step.skill } : undefined;
   return {
     tenant: '',
     message: { messageId: step.messageId || crypto.randomUUID(), contextId: step.contextId || '', taskId: taskId || '', role: Role.ROLE_USER, parts: parts(step), metadata: md, extensions: [], referenceTaskIds: [] },
-    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: undefined, returnImmediately: step.blocking === false },
+    configuration: { acceptedOutputModes: [], taskPushNotificationConfig: pushConfig(step.push, ''), returnImmediately: step.blocking === false },
     metadata: undefined,
   };
 }
@@ -145,7 +154,7 @@ async function run(step) {
       }
     }
     case 'pushcreate': {
-      const c = await (await transport(step.jid)).createTaskPushNotificationConfig({ tenant: '', id: step.configId || 'cfg-1', taskId, url: step.url, token: step.token || '', authentication: undefined });
+      const c = await (await transport(step.jid)).createTaskPushNotificationConfig(pushConfig({ id: step.configId || 'cfg-1', url: step.url, token: step.token, tokenRepeat: step.tokenRepeat, scheme: step.scheme, credentials: step.credentials }, taskId));
       return { push: { id: c.id, url: c.url, taskId: c.taskId } };
     }
     case 'pushlist': {

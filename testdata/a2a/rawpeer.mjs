@@ -9,7 +9,10 @@
 //   bigmsg  — a direct Message reply (no task) with a text of 200 KiB;
 //   huge    — one artifact event of 17 MiB (over the event cap);
 //   many    — 17 artifact chunks of 1 MiB each (over the 16 MiB result cap);
-//   empty   — completes with no artifact and no message (a true empty result).
+//   empty   — completes with no artifact and no message (a true empty result);
+//   rewrite — artifact A "draft", then A again with append:false "final"
+//             (a replacement), then B "x" and B with append:true "y": the
+//             result is final, x, y.
 // tasks/get answers the whole task. tasks/resubscribe of a settled task
 // answers its snapshot, or with argv[2] {"resubscribe":"status"} only its
 // final status (as a server that keeps no event history may).
@@ -32,6 +35,12 @@ function artifactsFor(skill) {
   }
 }
 
+// rewriteEvents are the artifact updates of the rewrite skill.
+function rewriteEvents(taskId) {
+  const a = (id, t, append) => ({ artifact: { artifactId: id + '-' + taskId, name: id, parts: [{ kind: 'text', text: t }] }, append });
+  return [a('A', 'draft', false), a('A', 'final', false), a('B', 'x', false), a('B', 'y', true)];
+}
+
 function card(port) {
   const skill = (id) => ({ id, name: id, description: 'raw peer skill ' + id, tags: ['test'] });
   return {
@@ -39,7 +48,7 @@ function card(port) {
     preferredTransport: 'JSONRPC', protocolVersion: '0.3.0', version: '1.0.0',
     capabilities: { streaming: true, pushNotifications: false },
     defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
-    skills: ['oddpart', 'big', 'bigmsg', 'huge', 'many', 'empty'].map(skill),
+    skills: ['oddpart', 'big', 'bigmsg', 'huge', 'many', 'empty', 'rewrite'].map(skill),
   };
 }
 
@@ -68,6 +77,15 @@ function stream(req, res, id, params) {
     if (i === 0) task.artifacts.push({ artifactId: artifact.artifactId, name: 'result', parts: [...parts] });
     else task.artifacts[0].parts.push(...parts);
   });
+  if (skill === 'rewrite') {
+    for (const ev of rewriteEvents(taskId)) {
+      send(id, { kind: 'artifact-update', taskId, contextId, artifact: ev.artifact, append: ev.append, lastChunk: false });
+    }
+    task.artifacts = [
+      { artifactId: 'A-' + taskId, name: 'A', parts: [{ kind: 'text', text: 'final' }] },
+      { artifactId: 'B-' + taskId, name: 'B', parts: [{ kind: 'text', text: 'x' }, { kind: 'text', text: 'y' }] },
+    ];
+  }
   tasks.set(taskId, task);
   send(id, { kind: 'status-update', taskId, contextId, status: { state: 'completed' }, final: true });
   res.end();

@@ -1,0 +1,237 @@
+package mcpoauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrLoginRequired is the error of a Source whose refresh token the
+// authorization server refused (revoked, expired) or that has none yet:
+// the endpoint stays unavailable until an operator runs `agentgw oauth
+// login` again.
+var ErrLoginRequired = errors.New("a new OAuth login is required")
+
+// RefreshBefore is how long before its expiry an access token is
+// replaced (a quarter of its lifetime when that is shorter).
+const RefreshBefore = 60 * time.Second
+
+// Options configure a Source.
+type Options struct {
+	// ServerURL is the MCP server's URL, its resource identifier.
+	ServerURL string
+	Grant     string
+	ClientID  string
+	// ClientSecret returns the client secret, read at each token
+	// request; nil for a public client.
+	ClientSecret func() (string, error)
+	Scopes       []string
+	// TokenFile is the absolute path of token_file ("" for client
+	// credentials without one).
+	TokenFile string
+	// HTTPClient is used for discovery and token requests (nil: a client
+	// with a 30 s timeout that follows no redirect).
+	HTTPClient *http.Client
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// OnLoginRequired, when set, is called once each time the Source
+	// enters the ErrLoginRequired state.
+	OnLoginRequired func(reason string)
+}
+
+// Source hands out access tokens for one MCP server. It is safe for
+// concurrent use; one token request runs at a time.
+type Source struct {
+	o Options
+
+	mu      sync.Mutex
+	md      *Metadata
+	access  string
+	expiry  time.Time
+	margin  time.Duration // replace the token this long before expiry
+	refresh string        // the refresh token in use (authorization_code)
+	refused string        // a refresh token the server refused; not retried
+	secret  string        // last client secret read, for redaction
+	needsIn bool          // in the ErrLoginRequired state
+}
+
+// NewSource returns a Source. Nothing is fetched until Token.
+func NewSource(o Options) *Source {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = DefaultHTTPClient()
+	}
+	return &Source{o: o}
+}
+
+// DefaultHTTPClient times out after 30 s and follows no redirect: a
+// metadata or token endpoint that redirects is refused rather than
+// followed with credentials.
+func DefaultHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Token returns an access token that is valid for at least RefreshBefore
+// more (as far as its expires_in says), getting a new one when needed.
+func (s *Source) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.o.Now()
+	if s.access != "" && (s.expiry.IsZero() || now.Add(s.margin).Before(s.expiry)) {
+		return s.access, nil
+	}
+	return s.fetch(ctx, now)
+}
+
+// OnLoginRequired sets the function called once each time the Source
+// enters the ErrLoginRequired state (it replaces Options.OnLoginRequired).
+func (s *Source) OnLoginRequired(f func(reason string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.o.OnLoginRequired = f
+}
+
+// Invalidate drops token if it is the one in use: the server answered
+// 401 to it, so the next Token gets a new one.
+func (s *Source) Invalidate(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.access == token {
+		s.access, s.expiry = "", time.Time{}
+		// The server may have moved its authorization server.
+		s.md = nil
+	}
+}
+
+// LoginRequired reports whether the Source is in the ErrLoginRequired
+// state (it leaves it when the token file holds another refresh token).
+func (s *Source) LoginRequired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.needsIn
+}
+
+// Secrets returns the values to redact: the client secret and the tokens
+// in use.
+func (s *Source) Secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, v := range []string{s.secret, s.access, s.refresh, s.refused} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// fetch gets a new access token. Callers hold mu.
+func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
+	s.access, s.expiry = "", time.Time{}
+	c, err := s.client()
+	if err != nil {
+		return "", err
+	}
+	var rt string
+	if s.o.Grant == GrantAuthorizationCode {
+		tf, err := ReadTokenFile(s.o.TokenFile)
+		if errors.Is(err, ErrNoTokenFile) {
+			return "", s.loginRequired(fmt.Sprintf("token_file %s does not exist yet", s.o.TokenFile))
+		}
+		if err != nil {
+			return "", err
+		}
+		rt = tf.RefreshToken
+		if rt == s.refused {
+			return "", s.loginRequired("")
+		}
+		s.refresh = rt
+	}
+	if s.md == nil {
+		md, err := Discover(ctx, s.o.HTTPClient, s.o.ServerURL)
+		if err != nil {
+			return "", fmt.Errorf("OAuth discovery: %w", err)
+		}
+		s.md = md
+	}
+	form := url.Values{"resource": {s.md.Resource}}
+	switch s.o.Grant {
+	case GrantClientCredentials:
+		form.Set("grant_type", "client_credentials")
+		if sc := s.scopes(); sc != "" {
+			form.Set("scope", sc)
+		}
+	default:
+		form.Set("grant_type", "refresh_token")
+		form.Set("refresh_token", rt)
+	}
+	t, err := tokenRequest(ctx, s.o.HTTPClient, s.md, c, form, now)
+	var te *TokenError
+	if errors.As(err, &te) && te.Code == "invalid_grant" && s.o.Grant == GrantAuthorizationCode {
+		s.refused = rt
+		return "", s.loginRequired("the authorization server refused the refresh token (invalid_grant: revoked or expired)")
+	}
+	if err != nil {
+		return "", err
+	}
+	s.needsIn = false
+	if s.o.Grant == GrantAuthorizationCode && t.Refresh != "" && t.Refresh != rt {
+		// Rotation: the old refresh token is spent; keep the new one
+		// before using the access token, so a crash cannot lose it.
+		tf := &TokenFile{Issuer: s.md.Issuer, Resource: s.md.Resource, ClientID: s.o.ClientID, RefreshToken: t.Refresh, Saved: now.UTC()}
+		if err := WriteTokenFile(s.o.TokenFile, tf); err != nil {
+			return "", fmt.Errorf("keeping the rotated refresh token: %w", err)
+		}
+		s.refresh = t.Refresh
+	}
+	s.access, s.expiry, s.margin = t.Access, t.Expiry, RefreshBefore
+	if !t.Expiry.IsZero() {
+		s.margin = min(RefreshBefore, t.Expiry.Sub(now)/4)
+	}
+	return s.access, nil
+}
+
+func (s *Source) loginRequired(reason string) error {
+	first := !s.needsIn
+	s.needsIn = true
+	if reason == "" {
+		reason = "the authorization server refused the refresh token"
+	}
+	if first && s.o.OnLoginRequired != nil {
+		s.o.OnLoginRequired(reason)
+	}
+	return fmt.Errorf("%w: %s", ErrLoginRequired, reason)
+}
+
+func (s *Source) client() (client, error) {
+	c := client{ID: s.o.ClientID}
+	if s.o.ClientSecret != nil {
+		v, err := s.o.ClientSecret()
+		if err != nil {
+			return c, fmt.Errorf("client secret: %w", err)
+		}
+		c.Secret, s.secret = v, v
+	}
+	return c, nil
+}
+
+// scopes are the configured scopes, else the discovered ones.
+func (s *Source) scopes() string {
+	if len(s.o.Scopes) > 0 {
+		return strings.Join(s.o.Scopes, " ")
+	}
+	if s.md != nil {
+		return strings.Join(s.md.Scopes, " ")
+	}
+	return ""
+}

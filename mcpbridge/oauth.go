@@ -1,0 +1,99 @@
+package mcpbridge
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/agentgw/agentgw/mcpbridge/mcpoauth"
+)
+
+// oauthSecrets adds the token source's client secret and tokens to the
+// values the backend redacts.
+func oauthSecrets(o Options) func() []string {
+	if o.OAuth == nil {
+		return o.Secrets
+	}
+	return func() []string {
+		var s []string
+		if o.Secrets != nil {
+			s = o.Secrets()
+		}
+		return append(s, o.OAuth.Secrets()...)
+	}
+}
+
+// oauthReady gets an access token before a connect, so a server that
+// needs a login the gateway lost is not dialled at all, and the reason
+// is the connect's error.
+func (b *Backend) oauthReady(ctx context.Context) error {
+	if b.o.OAuth == nil {
+		return nil
+	}
+	_, err := b.o.OAuth.Token(ctx)
+	return err
+}
+
+// oauthLost is called once when the authorization server refuses the
+// refresh token (or there is none): the one log line of the lost login.
+// The live session ends and the endpoint becomes unavailable; the
+// supervisor keeps trying quietly, and the Source reads the token file
+// again each time, so a new `agentgw oauth login` brings it back.
+func (b *Backend) oauthLost(reason string) {
+	b.log.Error("MCP server needs a new OAuth login; the endpoint is unavailable until then",
+		slog.String("reason", reason),
+		slog.String("fix", "run: agentgw oauth login --config CONFIG "+b.jid))
+	select {
+	case b.authLost <- struct{}{}:
+	default:
+	}
+}
+
+// withOAuth puts the access token on every request to the server and,
+// when the server answers 401, gets a new token and sends the request
+// once more.
+func (b *Backend) withOAuth(rt http.RoundTripper) http.RoundTripper {
+	if b.o.OAuth == nil {
+		return rt
+	}
+	return &oauthTransport{base: rt, src: b.o.OAuth}
+}
+
+type oauthTransport struct {
+	base http.RoundTripper
+	src  *mcpoauth.Source
+}
+
+func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.src.Token(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return resp, nil // cannot be sent again
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	t.src.Invalidate(tok)
+	if tok, err = t.src.Token(req.Context()); err != nil {
+		return nil, err
+	}
+	r = req.Clone(req.Context())
+	if req.GetBody != nil {
+		if r.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(r)
+}

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/mcpbridge/mcpoauth"
+	"github.com/agentgw/agentgw/tasks"
 )
 
 // oauthSecrets adds the token source's client secret and tokens to the
@@ -48,6 +50,15 @@ func (b *Backend) oauthLost(reason string) {
 	case b.authLost <- struct{}{}:
 	default:
 	}
+}
+
+// oauthFailure is the failure of a call that failed because the login
+// was lost: the endpoint is unavailable, not the call wrong.
+func (b *Backend) oauthFailure() (tasks.Failure, bool) {
+	if b.o.OAuth == nil || !b.o.OAuth.LoginRequired() {
+		return tasks.Failure{}, false
+	}
+	return tasks.Failure{Code: agentproto.CodeUnavailable, Message: "The MCP server needs a new OAuth login by the gateway's operator.", Retryable: true}, true
 }
 
 // withOAuth puts the access token on every request to the server and,

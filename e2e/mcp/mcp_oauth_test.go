@@ -43,12 +43,14 @@ func whoami(ctx context.Context, c *agentclient.Client, ep jid.JID) (map[string]
 		return nil, out, err
 	}
 	var res struct {
-		StructuredContent map[string]string `json:"structuredContent"`
+		Result struct {
+			StructuredContent map[string]string `json:"structuredContent"`
+		} `json:"result"`
 	}
 	if err := json.Unmarshal(out.Payload, &res); err != nil {
 		return nil, out, fmt.Errorf("whoami payload %.300s: %v", out.Payload, err)
 	}
-	return res.StructuredContent, out, nil
+	return res.Result.StructuredContent, out, nil
 }
 
 func TestMCPOAuthClientCredentials(t *testing.T) {
@@ -173,7 +175,7 @@ func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	const ttl = 6 * time.Second
 	app := oauthharness.Client{ID: "agentgw-app", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
 		RedirectURIs: []string{"http://" + listen + "/callback"}}
-	is := oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{app},
+	is := oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{app}, AccessTokenTTL: int(ttl / time.Second),
 		Resources: map[string]oauthharness.Resource{resource: {Scope: "tools", TTL: int(ttl / time.Second)}}})
 	ps := e2e.StartProtectedMCP(t, is.URL, addr)
 
@@ -241,7 +243,8 @@ func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	testkit.WaitFor(t, 2*ttl, "the last access token to expire", func() bool { return time.Since(revoked) > ttl+time.Second })
 	_, out, err = whoami(ctx, c, ep)
 	if err == nil && out != nil && out.State == "completed" {
-		t.Fatal("a call after the grant was revoked completed")
+		tfx, _ := mcpoauth.ReadTokenFile(tokenFile)
+		t.Fatalf("a call after the grant was revoked completed (token file rotated since: %v)\n%s", tfx.RefreshToken != tf2.RefreshToken, e2e.Tail(gw.Log(), 5000))
 	}
 	gw.WaitLog(lostLogin, 60*time.Second)
 	t.Logf("after revocation: %v %s", err, func() string {
@@ -257,6 +260,11 @@ func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	ccancel()
 	if err2 == nil && out2 != nil && out2.State == "completed" {
 		t.Fatal("a second call after the grant was revoked completed")
+	}
+	if out2 != nil {
+		t.Logf("a second call: %s %s", out2.State, out2.Payload)
+	} else {
+		t.Logf("a second call: %v", err2)
 	}
 	select {
 	case <-gw.Exited():

@@ -2,7 +2,6 @@ package mcpbridge
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -68,43 +67,5 @@ func (b *Backend) withOAuth(rt http.RoundTripper) http.RoundTripper {
 	if b.o.OAuth == nil {
 		return rt
 	}
-	return &oauthTransport{base: rt, src: b.o.OAuth}
-}
-
-type oauthTransport struct {
-	base http.RoundTripper
-	src  *mcpoauth.Source
-}
-
-func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := t.src.Token(req.Context())
-	if err != nil {
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, err
-	}
-	r := req.Clone(req.Context())
-	r.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := t.base.RoundTrip(r)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized {
-		return resp, err
-	}
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return resp, nil // cannot be sent again
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	t.src.Invalidate(tok)
-	if tok, err = t.src.Token(req.Context()); err != nil {
-		return nil, err
-	}
-	r = req.Clone(req.Context())
-	if req.GetBody != nil {
-		if r.Body, err = req.GetBody(); err != nil {
-			return nil, err
-		}
-	}
-	r.Header.Set("Authorization", "Bearer "+tok)
-	return t.base.RoundTrip(r)
+	return &mcpoauth.Transport{Base: rt, Source: b.o.OAuth}
 }

@@ -105,7 +105,9 @@ func TestDiscover(t *testing.T) {
 			f.asMeta = func(iss string) map[string]any { d := m(iss); d["issuer"] = "https://evil.example"; return d }
 		}, "does not match"},
 		{"resource mismatch", func(f *fakeAS) {
-			f.prm = func(_, iss string) any { return map[string]any{"resource": "https://other.example/mcp", "authorization_servers": []string{iss}} }
+			f.prm = func(_, iss string) any {
+				return map[string]any{"resource": "https://other.example/mcp", "authorization_servers": []string{iss}}
+			}
 		}, "want"},
 		{"plain http metadata off loopback", func(f *fakeAS) {
 			f.header = func(string) string { return `Bearer resource_metadata="http://metadata.example/prm"` }
@@ -122,7 +124,11 @@ func TestDiscover(t *testing.T) {
 		}, "HTTPS"},
 		{"plain http token endpoint off loopback", func(f *fakeAS) {
 			m := f.asMeta
-			f.asMeta = func(iss string) map[string]any { d := m(iss); d["token_endpoint"] = "http://as.example/token"; return d }
+			f.asMeta = func(iss string) map[string]any {
+				d := m(iss)
+				d["token_endpoint"] = "http://as.example/token"
+				return d
+			}
 		}, "token_endpoint"},
 		{"no authorization servers", func(f *fakeAS) {
 			f.prm = func(res, _ string) any { return map[string]any{"resource": res} }

@@ -11,13 +11,11 @@ package mcp
 // token in it, and a new login brings it back without a restart.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,56 +113,6 @@ func post(t *testing.T, url, token string) int {
 	return resp.StatusCode
 }
 
-// login runs `agentgw oauth login` and plays the browser for the URL it
-// prints, as user.
-func login(t *testing.T, ctx context.Context, e *e2e.Env, is *oauthharness.Issuer, listen, agent, user string) string {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, e2e.Binary(t), "oauth", "login", "--config", e.ConfigPath, "--listen", listen, agent)
-	cmd.Dir = e.Dir
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var printed strings.Builder
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			printed.WriteString(sc.Text() + "\n")
-			if u := strings.TrimSpace(sc.Text()); strings.HasPrefix(u, is.URL+"/") {
-				urls <- u
-			}
-		}
-		close(urls)
-	}()
-	var u string
-	select {
-	case u = <-urls:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("agentgw oauth login printed no authorization URL within 60 s; stderr:\n%s", stderr.String())
-	}
-	if u == "" {
-		_ = cmd.Wait()
-		t.Fatalf("agentgw oauth login ended without a URL:\n%s\nstderr:\n%s", printed.String(), stderr.String())
-	}
-	status, body, err := is.Browse(ctx, u, user)
-	if err != nil {
-		t.Fatalf("browser step: %v", err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("agentgw oauth login: %v\nstdout:\n%s\nstderr:\n%s", err, printed.String(), stderr.String())
-	}
-	if status != http.StatusOK {
-		t.Fatalf("the loopback redirect answered %d %q", status, body)
-	}
-	return printed.String() + stderr.String()
-}
-
 func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -189,7 +137,7 @@ func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	agent := "carolsdrive@" + srv.ComponentDomain
 	tokenFile := filepath.Join(e.Dir, "oauth", "carolsdrive.json")
 
-	printed := login(t, ctx, e, is, listen, agent, "carol@example.test")
+	printed := e2e.OAuthLogin(t, ctx, e, is, listen, agent, "carol@example.test")
 	st, err := os.Stat(tokenFile)
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("token_file after login: %v %v, want mode 0600", st, err)
@@ -281,7 +229,7 @@ func TestMCPOAuthLoginRefreshRevoke(t *testing.T) {
 	}
 
 	// A new login brings the endpoint back without a restart.
-	login(t, ctx, e, is, listen, agent, "carol@example.test")
+	e2e.OAuthLogin(t, ctx, e, is, listen, agent, "carol@example.test")
 	tf3, err := mcpoauth.ReadTokenFile(tokenFile)
 	if err != nil {
 		t.Fatal(err)

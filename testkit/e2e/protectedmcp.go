@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/testkit"
+	"github.com/agentgw/agentgw/testkit/oauthharness"
 )
 
 var (
@@ -29,8 +32,8 @@ type ProtectedMCP struct {
 // StartProtectedMCP builds and runs the protected MCP server on listen
 // (host:port; pick the port first when the issuer must know the
 // resource before the server starts), trusting issuer. It is stopped on
-// cleanup.
-func StartProtectedMCP(t testing.TB, issuer, listen string) *ProtectedMCP {
+// cleanup. args are further flags (--tokens-to FILE).
+func StartProtectedMCP(t testing.TB, issuer, listen string, args ...string) *ProtectedMCP {
 	t.Helper()
 	protectedOnce.Do(func() {
 		protectedPath, protectedErr = buildCached("./testkit/oauthharness/protectedmcp", "protectedmcp")
@@ -38,7 +41,7 @@ func StartProtectedMCP(t testing.TB, issuer, listen string) *ProtectedMCP {
 	if protectedErr != nil {
 		t.Fatal(protectedErr)
 	}
-	cmd := exec.Command(protectedPath, "--issuer", issuer, "--listen", listen)
+	cmd := exec.Command(protectedPath, append([]string{"--issuer", issuer, "--listen", listen}, args...)...)
 	p := &ProtectedMCP{Logs: &SyncBuffer{}}
 	cmd.Stderr = p.Logs
 	out, err := cmd.StdoutPipe()
@@ -70,4 +73,54 @@ func StartProtectedMCP(t testing.TB, issuer, listen string) *ProtectedMCP {
 // [agents.mcp.oauth] table (the lines of oauth, already TOML).
 func OAuthTOML(localpart, domain, url, oauth string) string {
 	return fmt.Sprintf("\n[[agents]]\njid = %q\n[agents.mcp]\nurl = %q\n[agents.mcp.oauth]\n%s\n", localpart+"@"+domain, url, oauth)
+}
+
+// OAuthLogin runs `agentgw oauth login` and plays the browser for the URL it
+// prints, as user; it returns what the command printed.
+func OAuthLogin(t testing.TB, ctx context.Context, e *Env, is *oauthharness.Issuer, listen, agent, user string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, Binary(t), "oauth", "login", "--config", e.ConfigPath, "--listen", listen, agent)
+	cmd.Dir = e.Dir
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var printed strings.Builder
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			printed.WriteString(sc.Text() + "\n")
+			if u := strings.TrimSpace(sc.Text()); strings.HasPrefix(u, is.URL+"/") {
+				urls <- u
+			}
+		}
+		close(urls)
+	}()
+	var u string
+	select {
+	case u = <-urls:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("agentgw oauth login printed no authorization URL within 60 s; stderr:\n%s", stderr.String())
+	}
+	if u == "" {
+		_ = cmd.Wait()
+		t.Fatalf("agentgw oauth login ended without a URL:\n%s\nstderr:\n%s", printed.String(), stderr.String())
+	}
+	status, body, err := is.Browse(ctx, u, user)
+	if err != nil {
+		t.Fatalf("browser step: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agentgw oauth login: %v\nstdout:\n%s\nstderr:\n%s", err, printed.String(), stderr.String())
+	}
+	if status != http.StatusOK {
+		t.Fatalf("the loopback redirect answered %d %q", status, body)
+	}
+	return printed.String() + stderr.String()
 }

@@ -5,7 +5,7 @@
 // issuer, audience = this server's URL, expiry with no skew, the
 // "tools" scope). It serves the RFC 9728 metadata that its 401 names.
 //
-// Usage: protectedmcp --issuer URL [--listen 127.0.0.1:0]
+// Usage: protectedmcp --issuer URL [--listen 127.0.0.1:0] [--tokens-to FILE]
 // Prints "READY <server URL>" once it listens. Its tools: whoami (the
 // token's jid, subject and client id) and echo.
 package main
@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -27,9 +28,31 @@ import (
 	"github.com/agentgw/agentgw/internal/oauthrs"
 )
 
+var (
+	recorded   = map[string]bool{}
+	recordedMu sync.Mutex
+)
+
+// recordToken appends a token not seen before to the file.
+func recordToken(path, token string) {
+	recordedMu.Lock()
+	defer recordedMu.Unlock()
+	if recorded[token] {
+		return
+	}
+	recorded[token] = true
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Fprintln(f, token)
+	f.Close()
+}
+
 func main() {
 	issuer := flag.String("issuer", "", "the authorization server's issuer URL")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
+	tokensTo := flag.String("tokens-to", "", "append every accepted access token to this file (the secrets audit learns them)")
 	flag.Parse()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -48,6 +71,9 @@ func main() {
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "refused token: %v\n", err)
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		}
+		if *tokensTo != "" {
+			recordToken(*tokensTo, token)
 		}
 		return &auth.TokenInfo{Scopes: c.Scopes, Expiration: c.Expiry, UserID: c.Subject,
 			Extra: map[string]any{"jid": c.JID, "client_id": c.ClientID}}, nil

@@ -198,6 +198,10 @@ func doctor(ctx context.Context, d backendkit.Doctor, a backendkit.Agent) {
 	switch {
 	case err == nil:
 		d.OK("MCP server answered initialize in %v", took)
+	case errors.Is(err, mcpoauth.ErrLoginRequired):
+		d.Fail("%v — run: agentgw oauth login --config CONFIG %s", err, a.Agent.JID)
+	case m.OAuth != nil && strings.HasPrefix(err.Error(), "OAuth discovery:"):
+		d.Fail("%v — check [agents.mcp] url and the server's OAuth metadata", err)
 	case len(m.Command) > 0 && errors.Is(err, context.DeadlineExceeded):
 		d.Fail("the MCP server started but did not answer initialize within %v — run the command by hand: it must speak MCP on stdin/stdout (raise --mcp-timeout if npx is still installing)", d.StartTimeout())
 	case len(m.Command) > 0 && strings.Contains(err.Error(), "cannot start MCP server command"):

@@ -5,7 +5,7 @@ package secrets
 // session id the bridge keeps in task_backend_state to re-attach an HTTP
 // task after a restart (for that server it works like a bearer). Each
 // is counted in the gateway's debug log, `agentgw oauth login` and
-// `agentgw doctor` output, /metrics, task outcomes (the errors of a lost
+// `agentgw doctor` output, the CLI caller's output (-v), /metrics, task outcomes (the errors of a lost
 // login included) and, except the session id that must be kept there,
 // the SQLite files.
 
@@ -133,8 +133,8 @@ func TestSecretsAuditOAuth(t *testing.T) {
 	learnFile()
 	out, _ := e2e.SecRun(t, e.Dir, nil, "doctor", "--config", e.ConfigPath, "--verbose")
 	rec.Add(e2e.PlDoctor, []byte(out))
-	if !strings.Contains(out, "cc@"+d) {
-		t.Logf("doctor:\n%s", out)
+	if n := strings.Count(out, "MCP server answered initialize"); n != 3 {
+		t.Errorf("doctor reached %d of the 3 MCP servers (two through OAuth):\n%s", n, out)
 	}
 
 	gw := e.Serve("gw")
@@ -157,8 +157,26 @@ func TestSecretsAuditOAuth(t *testing.T) {
 			t.Fatalf("whoami at %s: %+v\n%s", a, o, e2e.Tail(gw.Log(), 3000))
 		}
 	}
-	if o := call("research", researchTool, `{"topic":"tides"}`); o == nil || o.State != "completed" {
-		t.Fatalf("research: %+v", o)
+	res := call("research", researchTool, `{"topic":"tides"}`)
+	if res == nil || res.State != "completed" {
+		t.Fatalf("research: %+v", res)
+	}
+	// The CLI caller reads the task back (and calls the OAuth agents).
+	if err := os.WriteFile(filepath.Join(e.Dir, "alice.pw"), []byte(e2e.Password+"alice\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := []string{"--jid", "alice@" + srv.Domain, "--password-file", "alice.pw", "--server", srv.C2SAddr, "--insecure-skip-verify", "--gateway", d, "-v"}
+	for _, args := range [][]string{
+		{"task state", "research@" + d, res.Accepted.TaskID},
+		{"task result", "research@" + d, res.Accepted.TaskID},
+		{"call", "--json", "user@" + d, "whoami"},
+		{"call", "--json", "cc@" + d, "whoami"},
+	} {
+		out, code := e2e.SecRun(t, e.Dir, nil, append(append(strings.Fields(args[0]), cli...), args[1:]...)...)
+		rec.Add(e2e.PlCLICaller, []byte(out))
+		if code != 0 {
+			t.Errorf("agentgw %v exited %d:\n%s", args, code, out)
+		}
 	}
 	// Across expiry (a refresh, a rotated refresh token), then revoked.
 	first := time.Now()
@@ -220,7 +238,7 @@ func TestSecretsAuditOAuth(t *testing.T) {
 	for _, v := range ids {
 		all = append(all, secret{"MCP session id", v, true})
 	}
-	places := []string{e2e.PlGatewayLog, plOAuthLogin, e2e.PlDoctor, e2e.PlMetrics, plOAuthOutcomes, e2e.PlDB, e2e.PlWAL}
+	places := []string{e2e.PlGatewayLog, plOAuthLogin, e2e.PlDoctor, e2e.PlCLICaller, e2e.PlMetrics, plOAuthOutcomes, e2e.PlDB, e2e.PlWAL}
 	leaks := 0
 	for _, s := range all {
 		for _, p := range places {

@@ -154,6 +154,10 @@ func build(_ context.Context, h backendkit.Host, a backendkit.Agent) error {
 	o := AgentOptions(a.Config, a.Agent)
 	o.ComponentDomain = h.ComponentDomain()
 	o.Publisher, o.Availability, o.Logger, o.Secrets = h.Publisher(), h.Availability(), a.Log, h.Secrets
+	if o.OAuth != nil {
+		// The gateway's log redacts the tokens in use too.
+		h.Redactor().AddSource(o.OAuth.Secrets)
+	}
 	b, err := New(o)
 	if err != nil {
 		return err

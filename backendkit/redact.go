@@ -28,10 +28,10 @@ type Redactor struct {
 	extra func() []string
 
 	mu      sync.RWMutex
-	kept    []string // added with Add; kept for the redactor's life
+	kept    []string          // added with Add; kept for the redactor's life
 	sources []func() []string // added with AddSource; asked at every use
-	current []string // installed with Set; replaced whole
-	all     []string // kept and current, longest first
+	current []string          // installed with Set; replaced whole
+	all     []string          // kept and current, longest first
 }
 
 // NewRedactor returns a redactor that also replaces the values extra

@@ -18,7 +18,10 @@ func TestConflictOnReconnectIsRetried(t *testing.T) {
 	t.Parallel()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	cfg := componentConfig(t, srv)
-	cfg.MinBackoff, cfg.MaxBackoff = time.Second, time.Second
+	// 3 s between the first's attempts, so that the other session, started
+	// as soon as the server is back, connects first even on a loaded
+	// machine (with 1 s the first won under load 17-20).
+	cfg.MinBackoff, cfg.MaxBackoff = 3*time.Second, 3*time.Second
 	first := component.New(cfg, component.NewRouter(cfg.Domain, nil, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -41,12 +44,12 @@ func TestConflictOnReconnectIsRetried(t *testing.T) {
 	case <-other.Ready():
 	case err := <-odone:
 		ocancel()
-		t.Fatalf("other component: %v (the first, waiting 1 s to reconnect, should not have won)", err)
+		t.Fatalf("other component: %v (the first, waiting 3 s to reconnect, should not have won)", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("other component did not connect")
 	}
 	reconnects := first.Stats().Reconnects
-	testkit.WaitFor(t, 10*time.Second, "a refused reconnect", func() bool { return first.Stats().Reconnects >= reconnects+2 })
+	testkit.WaitFor(t, 30*time.Second, "a refused reconnect", func() bool { return first.Stats().Reconnects >= reconnects+2 })
 	select {
 	case err := <-done:
 		t.Fatalf("the first component gave up on a reconnect conflict: %v", err)
@@ -54,7 +57,7 @@ func TestConflictOnReconnectIsRetried(t *testing.T) {
 	}
 	ocancel()
 	<-odone
-	testkit.WaitFor(t, 10*time.Second, "the first component to take the domain back", first.Connected)
+	testkit.WaitFor(t, 30*time.Second, "the first component to take the domain back", first.Connected)
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)

@@ -156,16 +156,24 @@ func newChatSide(b *Backend) *chatSide {
 
 // ChatBounced implements backendkit.ChatWatcher: an inbound IM message
 // came back from the inbox (offline without offline storage, blocked).
-// It is queued again, and inbound delivery holds until the inbox is back.
+// It is queued again before this returns, so a crash right after the
+// bounce cannot leave it counted delivered, and inbound delivery holds
+// until the inbox is back.
 func (b *Backend) ChatBounced(bo backendkit.Bounce) {
 	cs := b.chat
 	if cs == nil || !strings.EqualFold(bo.Endpoint, b.o.Endpoint) || bo.Peer != cs.inbox || !strings.HasPrefix(bo.ID, "im_") {
 		return
 	}
+	id := strings.TrimPrefix(bo.ID, "im_")
 	now := b.c.clock.Now()
 	cs.mu.Lock()
+	// The hold first, so that no delivery pass sends the row between its
+	// Reopen below and the hold. The id also goes to the next pass: a
+	// bounce can overtake the Delivered mark of its own send, and then the
+	// Reopen below finds the row still pending (a crash there leaves it
+	// pending too, so nothing is lost).
 	if len(cs.bounced) < 4096 {
-		cs.bounced[strings.TrimPrefix(bo.ID, "im_")] = true
+		cs.bounced[id] = true
 	}
 	d := holdMin << min(cs.holdN, 5)
 	if d > holdMax {
@@ -174,6 +182,9 @@ func (b *Backend) ChatBounced(bo backendkit.Bounce) {
 	cs.holdN++
 	cs.holdTil = now.Add(d)
 	cs.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	cs.requeue(ctx, id)
+	cancel()
 	b.log.Info("the inbox bounced an IM message; it stays queued until the inbox is back", "condition", bo.Condition, "probe_in", d)
 	cs.kick()
 }
@@ -723,8 +734,9 @@ func (cs *chatSide) deliverInbound(ctx context.Context) bool {
 	return more
 }
 
-// requeueBounced puts the messages the inbox bounced back in the queue,
-// each in its place, and counts the attempt.
+// requeueBounced re-queues the bounced messages once more, for a bounce
+// that overtook its send's Delivered mark or a store error in ChatBounced;
+// a row already pending again is left alone.
 func (cs *chatSide) requeueBounced(ctx context.Context) {
 	cs.mu.Lock()
 	ids := make([]string, 0, len(cs.bounced))
@@ -733,26 +745,35 @@ func (cs *chatSide) requeueBounced(ctx context.Context) {
 	}
 	clear(cs.bounced)
 	cs.mu.Unlock()
-	b := cs.b
 	for _, id := range ids {
-		err := cs.db.Reopen(ctx, b.o.Endpoint, chatdb.Inbound, id)
-		switch {
-		case err == nil:
-			cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, id)
-			cs.mu.Lock()
-			if len(cs.requeued) < 4096 {
-				cs.requeued[id] = true
-			}
-			cs.mu.Unlock()
-			b.log.Info("an IM message the inbox bounced is queued again", "message_id", id)
-		case errors.Is(err, chatdb.ErrNotPending):
-			// Still pending (a retry already), expired or failed: nothing to do.
-		default:
-			b.log.Warn("re-queueing a bounced IM message failed; will retry", "message_id", id, "error", err)
-			cs.mu.Lock()
-			cs.bounced[id] = true
-			cs.mu.Unlock()
+		cs.requeue(ctx, id)
+	}
+}
+
+// requeue puts a message the inbox bounced back in the queue, in its
+// place, and counts the attempt. A store error leaves it for
+// requeueBounced to retry.
+func (cs *chatSide) requeue(ctx context.Context, id string) {
+	b := cs.b
+	err := cs.db.Reopen(ctx, b.o.Endpoint, chatdb.Inbound, id)
+	switch {
+	case err == nil:
+		cs.db.Attempt(ctx, b.o.Endpoint, chatdb.Inbound, id)
+		cs.mu.Lock()
+		if len(cs.requeued) < 4096 {
+			cs.requeued[id] = true
 		}
+		cs.mu.Unlock()
+		b.log.Info("an IM message the inbox bounced is queued again", "message_id", id)
+	case errors.Is(err, chatdb.ErrNotPending):
+		// Still pending (a retry already), expired or failed: nothing to do.
+	default:
+		b.log.Warn("re-queueing a bounced IM message failed; will retry", "message_id", id, "error", err)
+		cs.mu.Lock()
+		if len(cs.bounced) < 4096 {
+			cs.bounced[id] = true
+		}
+		cs.mu.Unlock()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/backendkit"
+	"github.com/agentgw/agentgw/connectorbridge/chatdb"
 	"github.com/agentgw/agentgw/connectorbridge/connectortest"
 	"github.com/agentgw/agentgw/internal/transfer"
 	"github.com/agentgw/agentgw/store/sqlite"
@@ -590,5 +591,26 @@ func TestChatExpiryNoticeWaitsForDataPlane(t *testing.T) {
 	})
 	if n := len(e.chat.messages()); n != 1 {
 		t.Fatalf("the expired message was sent %d times", n)
+	}
+}
+
+// A bounce is re-queued durably before ChatBounced returns, not on the
+// next delivery pass: a kill -9 right after the bounce must not leave the
+// message counted delivered.
+func TestChatBounceQueuedBeforeItReturns(t *testing.T) {
+	t.Parallel()
+	e := newChatEnv(t)
+	b := e.startChat(true, nil)
+	ctx := context.Background()
+	id := e.srv.InjectMessage(connectortest.IMMessage{Text: "still there?"})
+	e.waitSent(1)
+	testkit.WaitFor(t, 10*time.Second, "the message marked delivered", func() bool {
+		st, found, err := e.chats.Lookup(ctx, e.endpoint, "in", id)
+		return err == nil && found && st == chatdb.Delivered
+	})
+	b.ChatBounced(backendkit.Bounce{Endpoint: e.endpoint, Resource: "x", Peer: inbox, ID: "im_" + id, Condition: "recipient-unavailable"})
+	st, found, err := e.chats.Lookup(ctx, e.endpoint, "in", id)
+	if err != nil || !found || st != chatdb.Pending {
+		t.Fatalf("right after the bounce the message is %q (found %v, err %v), want pending", st, found, err)
 	}
 }

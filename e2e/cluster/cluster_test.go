@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,7 +286,7 @@ func (c *clusterEnv) storm(ctx context.Context, round int, victim string) {
 	for range clusterCallers {
 		r := <-results
 		if r.err != nil {
-			t.Fatalf("round %d: %v", round, r.err)
+			t.Fatalf("round %d: %v%s", round, r.err, c.linesAbout(r.err.Error()))
 		}
 		for _, m := range r.lines {
 			if m["check"] == "task" {
@@ -317,6 +318,70 @@ func (c *clusterEnv) storm(ctx context.Context, round int, victim string) {
 	t.Logf("round %d: %d completed once, %d interrupted, none twice", round, clusterStorm-interrupted, interrupted)
 	c.procs[victim] = c.e.ServeConfig(victim, c.configs[victim])
 }
+
+// linesAbout returns, for a failure naming task ids, every member's log
+// lines that mention them (and the members' warnings), so a stuck task can
+// be followed from admission to where it stopped.
+func (c *clusterEnv) linesAbout(failure string) string {
+	tasks := taskIDPattern.FindAllString(failure, 4)
+	var b strings.Builder
+	for _, name := range c.names {
+		p := c.procs[name]
+		if p == nil {
+			continue
+		}
+		for _, l := range strings.Split(p.Log(), "\n") {
+			hit := strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")
+			for _, id := range tasks {
+				hit = hit || strings.Contains(l, id)
+			}
+			if hit && b.Len() < 64<<10 {
+				fmt.Fprintf(&b, "\n  %s: %.600s", name, l)
+			}
+		}
+	}
+	if len(tasks) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rows, err := c.db(ctx).Query(ctx, `SELECT id, state, revision, dispatched, owner, (updated_ns - created_ns) / 1000000 FROM tasks WHERE id = ANY($1)`, tasks)
+		if err != nil {
+			fmt.Fprintf(&b, "\n  reading the stored tasks: %v", err)
+		} else {
+			for rows.Next() {
+				var (
+					id, state, owner string
+					rev, ms          int64
+					dispatched       bool
+				)
+				if rows.Scan(&id, &state, &rev, &dispatched, &owner, &ms) == nil {
+					fmt.Fprintf(&b, "\n  stored: %s %s@%d dispatched=%v owner=%q updated %d ms after creation", id, state, rev, dispatched, owner, ms)
+				}
+			}
+			rows.Close()
+		}
+		for _, q := range []string{`SELECT row_to_json(x)::text FROM instances x`, `SELECT row_to_json(x)::text FROM task_counts x`,
+			`SELECT row_to_json(x)::text FROM (SELECT * FROM task_signals LIMIT 20) x`} {
+			rows, err := c.db(ctx).Query(ctx, q)
+			if err != nil {
+				fmt.Fprintf(&b, "\n  %s: %v", q, err)
+				continue
+			}
+			for rows.Next() {
+				var j string
+				if rows.Scan(&j) == nil {
+					fmt.Fprintf(&b, "\n  %.300s", j)
+				}
+			}
+			rows.Close()
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\nmember log lines about " + strings.Join(tasks, ", ") + " and warnings:" + b.String()
+}
+
+var taskIDPattern = regexp.MustCompile(`task-[A-Za-z0-9_-]{8,}`)
 
 // directoryOf lists the gateway's directory as user sees it.
 func directoryOf(ctx context.Context, c *agentclient.Client, gw string) ([]string, error) {

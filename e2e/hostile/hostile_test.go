@@ -560,6 +560,12 @@ func (h *hostile) forgedFromClient(t *testing.T, marker string) (string, string)
 	}
 	var delivered []string
 	for _, ev := range drain(events) {
+		// The task's own events up to rev (its first, seen by the tap) can
+		// reach the subscription late on a loaded machine; bob's forged ones
+		// are rev+1 and rev+2.
+		if ev.Revision <= rev {
+			continue
+		}
 		delivered = append(delivered, fmt.Sprintf("r%d %s %s", ev.Revision, ev.Type, ev.Payload))
 	}
 	if len(delivered) > 0 {

@@ -28,6 +28,8 @@ import (
 	"text/template"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentgw/agentgw/testkit/porttest"
 )
 
@@ -158,12 +160,29 @@ func (s *Server) stop(sig syscall.Signal, grace time.Duration) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	// Kill whatever the wrapper left in its process group.
+	// Kill whatever the wrapper left in its process group. The wrapper is
+	// still an unreaped zombie here (waitNoReap), so its PID, the group's
+	// id, cannot have been handed to another test's process yet; only then
+	// is it reaped.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
 	s.mu.Lock()
 	s.cmd = nil
 	s.mu.Unlock()
 	return err
+}
+
+// waitNoReap blocks until the child pid has exited, leaving it a zombie:
+// the PID stays taken until cmd.Wait reaps it, which stop does only after
+// its last signal to the process group.
+func waitNoReap(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -206,7 +225,7 @@ func (s *Server) launch(ctx context.Context) error {
 	}
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		waitNoReap(cmd.Process.Pid)
 		close(exited)
 	}()
 	s.mu.Lock()

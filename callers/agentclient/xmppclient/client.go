@@ -1,8 +1,10 @@
 // Package xmppclient is a small C2S client on mellium: STARTTLS, SCRAM,
 // resource binding, and stanzas as xmltree elements.
 //
-// It exists for tests, the demo and benchmarks: it plays the human or agent
-// on the far side of the gateway, talking through a real XMPP server.
+// It is production code: the caller commands (`agentgw mcp`, `agentgw a2a`,
+// `agentgw call`), `agentgw host` and the console's admin login all connect
+// through it. Tests, the demo and benchmarks use it too, to play the human
+// or agent on the far side of the gateway through a real XMPP server.
 package xmppclient
 
 import (

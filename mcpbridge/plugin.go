@@ -115,7 +115,7 @@ func AgentOptions(cfg *config.Config, a config.Agent) Options {
 // (for the bridge and for `agentgw oauth login`).
 func OAuthOptions(cfg *config.Config, m *Config) mcpoauth.Options {
 	oc := m.OAuth
-	o := mcpoauth.Options{ServerURL: m.URL, Grant: oc.Grant, ClientID: oc.ClientID, Scopes: oc.Scopes}
+	o := mcpoauth.Options{ServerURL: m.URL, Grant: oc.Grant, ClientID: oc.ClientID, Scopes: oc.Scopes, Issuer: oc.Issuer}
 	if oc.TokenFile != "" {
 		o.TokenFile = cfg.Path(oc.TokenFile)
 	}

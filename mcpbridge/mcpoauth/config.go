@@ -38,6 +38,12 @@ type Config struct {
 	// Scopes requested; empty: the server's challenge or its metadata's
 	// scopes_supported.
 	Scopes []string `toml:"scopes"`
+	// Issuer, when set, is the only authorization server the gateway
+	// accepts from the server's metadata. Unset, the first one
+	// discovered is kept for the process's life (and a login's issuer
+	// for its refresh token): a server that later names another one
+	// cannot move the gateway's credentials there.
+	Issuer string `toml:"issuer"`
 	// TokenFile holds the refresh token (mode 0600), relative to the
 	// config file's directory. Required for authorization_code.
 	TokenFile string `toml:"token_file"`
@@ -67,6 +73,11 @@ func (c *Config) Validate() []string {
 	}
 	if c.Grant == GrantAuthorizationCode && c.TokenFile == "" {
 		out = append(out, "[agents.mcp.oauth] grant = \"authorization_code\" needs token_file (where `agentgw oauth login` keeps the refresh token)")
+	}
+	if c.Issuer != "" {
+		if err := secureURL(c.Issuer); err != nil {
+			out = append(out, "[agents.mcp.oauth] issuer must be an https URL (http only on a loopback address)")
+		}
 	}
 	for _, s := range c.Scopes {
 		if s == "" || strings.ContainsAny(s, " \t\r\n\"\\") {

@@ -65,6 +65,9 @@ func Login(ctx context.Context, o LoginOptions) error {
 	if err != nil {
 		return fmt.Errorf("OAuth discovery: %w", err)
 	}
+	if o.Issuer != "" && md.Issuer != o.Issuer {
+		return fmt.Errorf("the MCP server names the authorization server %s, not the configured issuer %s: refused", md.Issuer, o.Issuer)
+	}
 	if md.AS.AuthorizationEndpoint == "" {
 		return errors.New("the authorization server metadata names no authorization_endpoint")
 	}

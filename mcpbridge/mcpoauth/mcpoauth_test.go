@@ -394,3 +394,41 @@ func TestTransportRetriesOnceOn401(t *testing.T) {
 		t.Fatalf("status %d after %d requests, want 401 after 2", resp.StatusCode, len(seen))
 	}
 }
+
+// A server that starts naming another authorization server cannot move
+// the gateway's client secret or refresh token there.
+func TestIssuerPinned(t *testing.T) {
+	f := newFake(t)
+	evil := newFake(t)
+	s := NewSource(Options{ServerURL: f.url(), Grant: GrantClientCredentials, ClientID: "gw", ClientSecret: func() (string, error) { return "x", nil }})
+	tok, err := s.Token(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.prm = func(res, _ string) any {
+		return map[string]any{"resource": res, "authorization_servers": []string{evil.as.URL}}
+	}
+	s.Invalidate(tok) // the server answers 401, and its metadata moved
+	if _, err := s.Token(context.Background()); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("err = %v, want the move refused", err)
+	}
+	if evil.tokens.Load() != 0 {
+		t.Fatal("the client secret went to the other authorization server")
+	}
+
+	// A login's refresh token goes only to the issuer it came from.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "t.json")
+	if err := WriteTokenFile(file, &TokenFile{Issuer: f.as.URL, Resource: evil.url(), RefreshToken: "rt"}); err != nil {
+		t.Fatal(err)
+	}
+	s2 := NewSource(Options{ServerURL: evil.url(), Grant: GrantAuthorizationCode, ClientID: "gw", TokenFile: file})
+	if _, err := s2.Token(context.Background()); err == nil || !strings.Contains(err.Error(), "refused") || evil.tokens.Load() != 0 {
+		t.Fatalf("err = %v, %d token requests at the other issuer", err, evil.tokens.Load())
+	}
+	// A configured issuer is the only one accepted.
+	s3 := NewSource(Options{ServerURL: f.url(), Issuer: "https://sso.example/realms/x", Grant: GrantClientCredentials, ClientID: "gw", ClientSecret: func() (string, error) { return "x", nil }})
+	if _, err := s3.Token(context.Background()); err == nil || !strings.Contains(err.Error(), "sso.example") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -31,6 +31,8 @@ type Options struct {
 	// request; nil for a public client.
 	ClientSecret func() (string, error)
 	Scopes       []string
+	// Issuer, when set, is the only authorization server accepted.
+	Issuer string
 	// TokenFile is the absolute path of token_file ("" for client
 	// credentials without one).
 	TokenFile string
@@ -58,6 +60,7 @@ type Source struct {
 	refused string        // a refresh token the server refused; not retried
 	secret  string        // last client secret read, for redaction
 	needsIn bool          // in the ErrLoginRequired state
+	issuer  string        // the authorization server the credentials go to, once known
 }
 
 // NewSource returns a Source. Nothing is fetched until Token.
@@ -68,7 +71,21 @@ func NewSource(o Options) *Source {
 	if o.HTTPClient == nil {
 		o.HTTPClient = DefaultHTTPClient()
 	}
-	return &Source{o: o}
+	return &Source{o: o, issuer: o.Issuer}
+}
+
+// checkIssuer refuses discovered metadata that names another
+// authorization server than the one the credentials belong to (want: a
+// login's issuer, "" for none), and pins the first one seen. Callers
+// hold mu.
+func (s *Source) checkIssuer(md *Metadata, want string) error {
+	for _, pin := range []string{s.issuer, want} {
+		if pin != "" && md.Issuer != pin {
+			return fmt.Errorf("the MCP server now names the authorization server %s, not %s whose credentials the gateway holds: refused (set [agents.mcp.oauth] issuer, or run agentgw oauth login again, if the move is real)", md.Issuer, pin)
+		}
+	}
+	s.issuer = md.Issuer
+	return nil
 }
 
 // DefaultHTTPClient times out after 30 s and follows no redirect: a
@@ -142,7 +159,7 @@ func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var rt string
+	var rt, loginIssuer, loginResource string
 	if s.o.Grant == GrantAuthorizationCode {
 		tf, err := ReadTokenFile(s.o.TokenFile)
 		if errors.Is(err, ErrNoTokenFile) {
@@ -151,7 +168,7 @@ func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		rt = tf.RefreshToken
+		rt, loginIssuer, loginResource = tf.RefreshToken, tf.Issuer, tf.Resource
 		if rt == s.refused {
 			return "", s.loginRequired("")
 		}
@@ -163,6 +180,13 @@ func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
 			return "", fmt.Errorf("OAuth discovery: %w", err)
 		}
 		s.md = md
+	}
+	if err := s.checkIssuer(s.md, loginIssuer); err != nil {
+		s.md = nil
+		return "", fmt.Errorf("OAuth discovery: %w", err)
+	}
+	if loginResource != "" && loginResource != s.md.Resource {
+		return "", fmt.Errorf("token_file %s holds a login for %s, not this server: run agentgw oauth login again", s.o.TokenFile, loginResource)
 	}
 	form := url.Values{"resource": {s.md.Resource}}
 	switch s.o.Grant {

@@ -342,6 +342,7 @@ func TestValidate(t *testing.T) {
 		"not both":                {Grant: GrantClientCredentials, ClientID: "x", ClientSecretEnv: "A", ClientSecretFile: "b"},
 		"Client ID Metadata":      {Grant: GrantAuthorizationCode, ClientID: "http://gw.example/client.json", TokenFile: "t"},
 		"not a scope token":       {Grant: GrantAuthorizationCode, ClientID: "x", TokenFile: "t", Scopes: []string{"a b"}},
+		"issuer must be an https": {Grant: GrantClientCredentials, ClientID: "x", ClientSecretEnv: "E", Issuer: "http://sso.example"},
 	}
 	for want, c := range cases {
 		if got := strings.Join(c.Validate(), "; "); !strings.Contains(got, want) {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,9 +48,15 @@ type Options struct {
 }
 
 // Source hands out access tokens for one MCP server. It is safe for
-// concurrent use; one token request runs at a time.
+// concurrent use; one token request runs at a time. LoginRequired and
+// Secrets never wait for it: the gateway's log redactor asks Secrets at
+// every line.
 type Source struct {
 	o Options
+
+	needsIn atomic.Bool              // in the ErrLoginRequired state
+	secrets atomic.Pointer[[]string] // what Secrets returns
+	onLost  atomic.Pointer[func(string)]
 
 	mu      sync.Mutex
 	md      *Metadata
@@ -59,7 +66,7 @@ type Source struct {
 	refresh string        // the refresh token in use (authorization_code)
 	refused string        // a refresh token the server refused; not retried
 	secret  string        // last client secret read, for redaction
-	needsIn bool          // in the ErrLoginRequired state
+	lost    string        // set by loginRequired: the reason to report after unlocking
 	issuer  string        // the authorization server the credentials go to, once known
 }
 
@@ -71,7 +78,11 @@ func NewSource(o Options) *Source {
 	if o.HTTPClient == nil {
 		o.HTTPClient = DefaultHTTPClient()
 	}
-	return &Source{o: o, issuer: o.Issuer}
+	s := &Source{o: o, issuer: o.Issuer}
+	if o.OnLoginRequired != nil {
+		s.OnLoginRequired(o.OnLoginRequired)
+	}
+	return s
 }
 
 // checkIssuer refuses discovered metadata that names another
@@ -102,20 +113,43 @@ func DefaultHTTPClient() *http.Client {
 // more (as far as its expires_in says), getting a new one when needed.
 func (s *Source) Token(ctx context.Context) (string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.o.Now()
 	if s.access != "" && (s.expiry.IsZero() || now.Add(s.margin).Before(s.expiry)) {
+		defer s.mu.Unlock()
 		return s.access, nil
 	}
-	return s.fetch(ctx, now)
+	tok, err := s.fetch(ctx, now)
+	s.publishSecrets()
+	lost := s.lost
+	s.lost = ""
+	s.mu.Unlock()
+	// Outside the lock: the callback logs, and the log redactor asks
+	// Secrets.
+	if f := s.onLost.Load(); lost != "" && f != nil {
+		(*f)(lost)
+	}
+	return tok, err
+}
+
+// publishSecrets snapshots the values Secrets returns. Callers hold mu.
+func (s *Source) publishSecrets() {
+	var out []string
+	for _, v := range []string{s.secret, s.access, s.refresh, s.refused} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	s.secrets.Store(&out)
 }
 
 // OnLoginRequired sets the function called once each time the Source
 // enters the ErrLoginRequired state (it replaces Options.OnLoginRequired).
 func (s *Source) OnLoginRequired(f func(reason string)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.o.OnLoginRequired = f
+	if f == nil {
+		s.onLost.Store(nil)
+		return
+	}
+	s.onLost.Store(&f)
 }
 
 // Invalidate drops token if it is the one in use: the server answered
@@ -132,24 +166,15 @@ func (s *Source) Invalidate(token string) {
 
 // LoginRequired reports whether the Source is in the ErrLoginRequired
 // state (it leaves it when the token file holds another refresh token).
-func (s *Source) LoginRequired() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.needsIn
-}
+func (s *Source) LoginRequired() bool { return s.needsIn.Load() }
 
 // Secrets returns the values to redact: the client secret and the tokens
 // in use.
 func (s *Source) Secrets() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, v := range []string{s.secret, s.access, s.refresh, s.refused} {
-		if v != "" {
-			out = append(out, v)
-		}
+	if p := s.secrets.Load(); p != nil {
+		return *p
 	}
-	return out
+	return nil
 }
 
 // fetch gets a new access token. Callers hold mu.
@@ -208,7 +233,7 @@ func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.needsIn = false
+	s.needsIn.Store(false)
 	if s.o.Grant == GrantAuthorizationCode && t.Refresh != "" && t.Refresh != rt {
 		// Rotation: the old refresh token is spent; keep the new one
 		// before using the access token, so a crash cannot lose it.
@@ -226,13 +251,12 @@ func (s *Source) fetch(ctx context.Context, now time.Time) (string, error) {
 }
 
 func (s *Source) loginRequired(reason string) error {
-	first := !s.needsIn
-	s.needsIn = true
+	first := !s.needsIn.Swap(true)
 	if reason == "" {
 		reason = "the authorization server refused the refresh token"
 	}
-	if first && s.o.OnLoginRequired != nil {
-		s.o.OnLoginRequired(reason)
+	if first {
+		s.lost = reason
 	}
 	return fmt.Errorf("%w: %s", ErrLoginRequired, reason)
 }

@@ -197,6 +197,13 @@ func doctor(ctx context.Context, d backendkit.Doctor, a backendkit.Agent) {
 	ictx, cancel := context.WithTimeout(ctx, d.StartTimeout())
 	defer cancel()
 	start := time.Now()
+	if o.OAuth != nil {
+		// The doctor's output redacts the tokens too; the error, if
+		// any, comes again from Initialize.
+		if _, err := o.OAuth.Token(ictx); err == nil {
+			d.Redact(o.OAuth.Secrets()...)
+		}
+	}
 	err = b.Initialize(ictx)
 	took := time.Since(start).Round(time.Millisecond)
 	switch {

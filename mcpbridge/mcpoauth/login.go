@@ -46,7 +46,7 @@ func Login(ctx context.Context, o LoginOptions) error {
 		o.Now = time.Now
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = DefaultHTTPClient()
+		o.HTTPClient = clientFor(o.Options)
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -76,7 +77,7 @@ func NewSource(o Options) *Source {
 		o.Now = time.Now
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = DefaultHTTPClient()
+		o.HTTPClient = clientFor(o)
 	}
 	s := &Source{o: o, issuer: o.Issuer}
 	if o.OnLoginRequired != nil {
@@ -97,6 +98,28 @@ func (s *Source) checkIssuer(md *Metadata, want string) error {
 	}
 	s.issuer = md.Issuer
 	return nil
+}
+
+// clientFor is DefaultHTTPClient, whose metadata fetches go through the
+// go-sdk's guard against private (RFC 1918, link-local) addresses, except
+// when the operator named a private address: a server url on one, or an
+// issuer (then the pinned issuer is the only authorization server the
+// credentials can go to).
+func clientFor(o Options) *http.Client {
+	c := DefaultHTTPClient()
+	if o.Issuer != "" || privateHost(o.ServerURL) {
+		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return c
+}
+
+func privateHost(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && (ip.IsPrivate() || ip.IsLinkLocalUnicast())
 }
 
 // DefaultHTTPClient times out after 30 s and follows no redirect: a

@@ -2,7 +2,9 @@ package connectorbridge
 
 import (
 	"context"
+	"strings"
 
+	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge/transport"
 	"github.com/agentgw/agentgw/connectorbridge/wire"
 )
@@ -159,4 +161,34 @@ func (c *Client) runHealth(ctx context.Context) {
 		}
 		c.checkHealth(ctx)
 	}
+}
+
+var _ backendkit.Describer = (*Backend)(nil)
+
+// BridgeDetails tells the console the agent's channel: its id, the health
+// state, the connector's card (name, version, card id) and the channel's
+// target as the connector names it. Nothing from the configuration (the
+// base URL, the API key) is shown.
+func (b *Backend) BridgeDetails() []backendkit.BridgeDetail {
+	c := b.c
+	d := backendkit.BridgeDetail{Kind: "xagent channel", Name: c.ChannelID(), State: string(c.HealthState())}
+	if d.Name == "" {
+		d.Name = "(no channel open)"
+	}
+	var parts []string
+	if card := c.Card(); card != nil {
+		parts = append(parts, "connector "+card.Connector.Name+" "+card.Connector.Version, "card "+card.ConnectorCardID)
+	}
+	if desc := c.Descriptor(); desc != nil {
+		t := desc.Target.DisplayName
+		if t == "" {
+			t = desc.Target.Label
+		}
+		parts = append(parts, strings.TrimSpace("target "+desc.Target.Provider+" "+t))
+	}
+	if id := c.ConnectorID(); id != "" {
+		parts = append(parts, "connector instance "+id)
+	}
+	d.Detail = strings.Join(parts, ", ")
+	return []backendkit.BridgeDetail{d}
 }

@@ -3,18 +3,22 @@ package console
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/callers/agentclient/xmppclient"
+	"github.com/agentgw/agentgw/console/sessiondb"
 )
 
 // XMPPLogin returns a CheckPassword that logs in to the XMPP server's C2S
@@ -40,85 +44,88 @@ const (
 	loginCookie      = "agentgw_console_login"
 )
 
+// session is one login as a request sees it: id is the cookie's value
+// (the store keeps only its SHA-256), csrf is derived from it.
 type session struct {
 	id, csrf, user string
 	byToken        bool
 	expires        time.Time
-
-	mu     sync.Mutex
-	note   string
-	noteOK bool
 }
 
-func (ss *session) takeFlash() (string, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	n, ok := ss.note, ss.noteOK
-	ss.note, ss.noteOK = "", false
+func (s *Server) takeFlash(ctx context.Context, ss *session) (string, bool) {
+	n, ok, err := s.sessions.d.TakeNote(ctx, hashID(ss.id))
+	if err != nil {
+		s.d.Log.Warn("console: session note", "err", err)
+	}
 	return n, ok
 }
 
 func (s *Server) flash(ss *session, note string, ok bool) {
-	ss.mu.Lock()
-	ss.note, ss.noteOK = note, ok
-	ss.mu.Unlock()
+	// Bounded: the action is done; an unreachable store costs the note only.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.sessions.d.SetNote(ctx, hashID(ss.id), note, ok); err != nil {
+		s.d.Log.Warn("console: session note", "err", err)
+	}
 }
 
+// sessionStore keeps the logins in a sessiondb.Driver: the gateway's store
+// (shared by a cluster's members, kept over a restart), or memory.
 type sessionStore struct {
-	mu  sync.Mutex
-	m   map[string]*session
-	now func() time.Time
-	ttl time.Duration
+	d         sessiondb.Driver
+	now       func() time.Time
+	ttl       time.Duration
+	lastPurge atomic.Int64
 }
 
-func newSessionStore(now func() time.Time, ttl time.Duration) *sessionStore {
-	return &sessionStore{m: map[string]*session{}, now: now, ttl: ttl}
+func newSessionStore(d sessiondb.Driver, now func() time.Time, ttl time.Duration) *sessionStore {
+	if d == nil {
+		d = sessiondb.NewMemory()
+	}
+	return &sessionStore{d: d, now: now, ttl: ttl}
 }
 
-// maxSessions bounds the logins held at once; the oldest go first.
+// maxSessions bounds the logins held at once; the ones expiring first go.
 const maxSessions = 10000
 
-func (st *sessionStore) create(user string, byToken bool) *session {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// hashID is what the store keeps of a session ID.
+func hashID(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(h[:])
+}
+
+// csrfOf derives a session's CSRF token from its ID (secret, in an
+// HttpOnly cookie): every member of a cluster derives the same token, and
+// the token does not reveal the ID.
+func csrfOf(id string) string {
+	h := sha256.Sum256([]byte("agentgw console csrf\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+func (st *sessionStore) create(ctx context.Context, user string, byToken bool) (*session, error) {
 	now := st.now()
-	for id, s := range st.m {
-		if now.After(s.expires) {
-			delete(st.m, id)
-		}
+	// Expired and surplus logins go at most once a minute.
+	if last := st.lastPurge.Load(); now.UnixNano()-last > int64(time.Minute) && st.lastPurge.CompareAndSwap(last, now.UnixNano()) {
+		st.d.Purge(ctx, now, maxSessions-1)
 	}
-	if len(st.m) >= maxSessions {
-		var oldest *session
-		for _, s := range st.m {
-			if oldest == nil || s.expires.Before(oldest.expires) {
-				oldest = s
-			}
-		}
-		delete(st.m, oldest.id)
+	ss := &session{id: randomToken(32), user: user, byToken: byToken, expires: now.Add(st.ttl)}
+	ss.csrf = csrfOf(ss.id)
+	if err := st.d.Create(ctx, sessiondb.Session{IDHash: hashID(ss.id), User: user, ByToken: byToken, Expires: ss.expires}); err != nil {
+		return nil, err
 	}
-	s := &session{id: randomToken(32), csrf: randomToken(32), user: user, byToken: byToken, expires: now.Add(st.ttl)}
-	st.m[s.id] = s
-	return s
+	return ss, nil
 }
 
-func (st *sessionStore) get(id string) *session {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	s, ok := st.m[id]
-	if !ok {
+func (st *sessionStore) get(ctx context.Context, id string) *session {
+	got, err := st.d.Get(ctx, hashID(id), st.now())
+	if err != nil || got == nil {
 		return nil
 	}
-	if st.now().After(s.expires) {
-		delete(st.m, id)
-		return nil
-	}
-	return s
+	return &session{id: id, csrf: csrfOf(id), user: got.User, byToken: got.ByToken, expires: got.Expires}
 }
 
-func (st *sessionStore) drop(id string) {
-	st.mu.Lock()
-	delete(st.m, id)
-	st.mu.Unlock()
+func (st *sessionStore) drop(ctx context.Context, id string) error {
+	return st.d.Delete(ctx, hashID(id))
 }
 
 func randomToken(n int) string {
@@ -149,7 +156,7 @@ func (s *Server) sessionOf(r *http.Request) *session {
 	if err != nil || len(c.Value) > 128 {
 		return nil
 	}
-	return s.sessions.get(c.Value)
+	return s.sessions.get(r.Context(), c.Value)
 }
 
 // sameOrigin refuses cross-site state changes before the CSRF token is
@@ -244,7 +251,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, nil, "login", map[string]any{"LoginCSRF": tok, "XMPP": s.d.CheckPassword != nil, "Token": s.d.Token != "", "Error": loginFailed})
 		return
 	}
-	ss := s.sessions.create(user, byToken)
+	ss, err := s.sessions.create(r.Context(), user, byToken)
+	if err != nil {
+		s.d.Log.Warn("console: session", "err", err)
+		http.Error(w, "The login could not be stored; the gateway's log has the reason.", http.StatusInternalServerError)
+		return
+	}
 	s.setCookie(w, loginCookie, "", -1)
 	s.setCookie(w, s.cookieName(), ss.id, int(s.d.SessionTTL/time.Second))
 	s.d.Log.Info("console login", "operator", user, "by_token", byToken, "addr", clientAddr(r))
@@ -281,7 +293,11 @@ func (s *Server) authenticate(ctx context.Context, token, account, password stri
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, ss *session) {
-	s.sessions.drop(ss.id)
+	if err := s.sessions.drop(r.Context(), ss.id); err != nil {
+		s.d.Log.Warn("console: logout", "err", err)
+		http.Error(w, "The logout could not be stored; the gateway's log has the reason.", http.StatusInternalServerError)
+		return
+	}
 	s.setCookie(w, s.cookieName(), "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/agentgw/agentgw/adhoc/admincmd"
+	"github.com/agentgw/agentgw/console/sessiondb"
 	"github.com/agentgw/agentgw/directory"
 	"github.com/agentgw/agentgw/directory/selfregdb"
 	"github.com/agentgw/agentgw/federation"
@@ -60,6 +61,9 @@ type Deps struct {
 	Tasks     taskdb.Driver
 	Grants    federation.GrantStore
 	SelfReg   selfregdb.Driver
+	// Sessions keeps the logins; the gateway's store shares them between
+	// a cluster's members and keeps them over a restart. Nil: in memory.
+	Sessions sessiondb.Driver
 	// Health, when set, tells a backend's state for an endpoint
 	// ("ready", "starting", "none").
 	Health func(endpoint string) string
@@ -116,6 +120,7 @@ type Server struct {
 	reqLimit *limiter
 	logLimit *limiter
 	mux      *http.ServeMux
+	live     *hub
 }
 
 // New builds the console.
@@ -147,9 +152,9 @@ func New(d Deps) (*Server, error) {
 	if d.RequestsBurst <= 0 {
 		d.RequestsBurst = 60
 	}
-	s := &Server{d: d, sessions: newSessionStore(d.Now, d.SessionTTL),
+	s := &Server{d: d, sessions: newSessionStore(d.Sessions, d.Now, d.SessionTTL),
 		reqLimit: newLimiter(d.RequestsPerSecond, d.RequestsBurst, d.Now),
-		logLimit: newLimiter(5.0/60, 5, d.Now)}
+		logLimit: newLimiter(5.0/60, 5, d.Now), live: newHub()}
 	var err error
 	if s.tmpl, err = parseTemplates(); err != nil {
 		return nil, err

@@ -43,6 +43,9 @@ type env struct {
 	srv    *httptest.Server
 	drv    store.Drivers
 	reg    *directory.Registry
+	cons   *console.Server
+	deps   console.Deps
+	db     *sqlite.DB
 	logins atomic.Int32
 }
 
@@ -78,7 +81,7 @@ func newEnv(t *testing.T, o opts) *env {
 	cmds := admincmd.New(admincmd.Deps{IsAdmin: pol.IsAdmin, Admin: reg, Grants: drv.Grants, SelfReg: drv.SelfReg, Tasks: drv.Tasks, IsLocal: pol.IsLocal})
 	e := &env{t: t, drv: drv, reg: reg}
 	d := console.Deps{IsAdmin: pol.IsAdmin, Token: token, TokenUser: admin, Directory: reg, Admin: cmds, Tasks: drv.Tasks,
-		Grants: drv.Grants, SelfReg: drv.SelfReg, Secure: o.secure, RequestsPerSecond: 0.001, RequestsBurst: o.burst,
+		Grants: drv.Grants, SelfReg: drv.SelfReg, Sessions: drv.ConsoleSessions, Secure: o.secure, RequestsPerSecond: 0.001, RequestsBurst: o.burst,
 		// The password check itself is the XMPP server's (e2e/console);
 		// here it counts the calls, so a refused account is seen not to
 		// reach it.
@@ -90,7 +93,8 @@ func newEnv(t *testing.T, o opts) *env {
 			return errors.New("not-authorized")
 		}}
 	d.Bridges = func(context.Context) []console.BridgeRow {
-		return []console.BridgeRow{{Kind: "mcp", Endpoint: "weather@agents.example.test", State: "ready"}, {Kind: "a2a", Endpoint: hostile, State: "none"}}
+		return []console.BridgeRow{{Kind: "mcp", Endpoint: "weather@agents.example.test", State: "ready"}, {Kind: "a2a", Endpoint: hostile, State: "none"},
+			{Kind: "oan account", Endpoint: "gofers@agents.example.test", Name: "weather@agents.example.test", State: "connected", Detail: "owner alice@example.test, key ok, key id 0123456789abcdef"}}
 	}
 	d.Cluster = func(context.Context) (*console.ClusterView, error) {
 		return &console.ClusterView{Members: []console.MemberRow{{Instance: "gw-a", Live: true, Tasks: 3}},
@@ -103,6 +107,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.cons, e.deps, e.db = s, d, db
 	e.srv = httptest.NewServer(s)
 	t.Cleanup(e.srv.Close)
 	return e

@@ -24,8 +24,9 @@ func parseTemplates() (map[string]*template.Template, error) {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"scope":  federation.ScopeString,
-		"pretty": prettyJSON,
+		"scope":    federation.ScopeString,
+		"pretty":   prettyJSON,
+		"toolform": formOf,
 	}
 	pages, err := fs.Glob(webFS, "web/*.html")
 	if err != nil {
@@ -78,7 +79,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, ss *session, pag
 	if ss != nil {
 		// The outcome of the last action, kept in the session (never in
 		// the URL, so no link can make the console say something).
-		v.Flash, v.FlashOK = ss.takeFlash()
+		v.Flash, v.FlashOK = s.takeFlash(r.Context(), ss)
 	}
 	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout.html", v); err != nil {
@@ -296,6 +297,16 @@ func (s *Server) bridges(w http.ResponseWriter, r *http.Request, ss *session) {
 			data["ClusterError"] = "The cluster's members or leases could not be read; the gateway's log has the reason."
 		}
 		data["Cluster"] = v
+		if v != nil {
+			// Each member with the named leases it holds.
+			held := map[string][]string{}
+			for _, l := range v.Leases {
+				if l.Live {
+					held[l.Holder] = append(held[l.Holder], l.Name)
+				}
+			}
+			data["Held"] = held
+		}
 	}
 	s.render(w, r, ss, "bridges", data)
 }

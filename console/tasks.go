@@ -18,6 +18,7 @@ func (s *Server) taskRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /tasks", s.authed(s.taskList))
 	m.HandleFunc("GET /tasks/{id}", s.authed(s.taskPage))
 	m.HandleFunc("GET /tasks/{id}/state", s.authed(s.taskState))
+	m.HandleFunc("GET /tasks/{id}/live", s.authed(s.taskLive))
 	m.HandleFunc("POST /tasks/{id}/cancel", s.authed(s.taskCancel))
 	m.HandleFunc("POST /tasks/{id}/input", s.authed(s.taskInput))
 	m.HandleFunc("POST /agents/{endpoint}/run", s.authed(s.run))
@@ -163,9 +164,11 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, ss, "task", v)
 }
 
-// taskState is the task page's polling source: JSON, which the script
-// puts into the page as text.
+// taskState is the task page's polling fallback (for a browser without
+// EventSource, or a refused stream): JSON, which the script puts into the
+// page as text.
 func (s *Server) taskState(w http.ResponseWriter, r *http.Request, ss *session) {
+	s.live.polls.Add(1)
 	v, _, _, code := s.loadTask(r)
 	if code != 0 {
 		http.Error(w, http.StatusText(code), code)
@@ -235,6 +238,29 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	args := strings.TrimSpace(r.PostFormValue("arguments"))
+	if r.PostFormValue("form") == "fields" {
+		// The fields of the tool's schema in the active manifest, built
+		// again here: the browser's idea of the form is not trusted.
+		var fields []formField
+		ok := false
+		for _, t := range m.Tools {
+			if t.Name == r.PostFormValue("tool") {
+				fields, ok = fieldsOf(t.InputSchema)
+			}
+		}
+		if !ok {
+			s.flash(ss, "The tool's form changed (a new version?): reload the page.", false)
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		b, err := argumentsOf(fields, r.PostForm)
+		if err != nil {
+			s.flash(ss, "The arguments were not sent: "+err.Error()+".", false)
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		args = string(b)
+	}
 	if args == "" {
 		args = "{}"
 	}

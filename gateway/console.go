@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"mellium.im/xmpp/jid"
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/cluster"
+	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskdb"
 )
 
@@ -20,6 +22,29 @@ const ConsoleResource = "agentgw-console"
 func consoleRoute(route string) bool {
 	_, res, ok := strings.Cut(route, "/")
 	return ok && res == ConsoleResource
+}
+
+// TaskWatch passes the ID of every task event this instance commits to
+// one watcher (the console's live task pages: console.Server.TaskChanged).
+// The watcher must not block.
+type TaskWatch struct {
+	fn atomic.Pointer[func(taskID string)]
+}
+
+// Watch sets the watcher (nil for none).
+func (w *TaskWatch) Watch(fn func(taskID string)) {
+	if fn == nil {
+		w.fn.Store(nil)
+		return
+	}
+	w.fn.Store(&fn)
+}
+
+// Notify is the engine's notifier side.
+func (w *TaskWatch) Notify(ev tasks.Event) {
+	if p := w.fn.Load(); p != nil {
+		(*p)(ev.TaskID)
+	}
 }
 
 // BackendState tells the console an endpoint's backend: "ready",
@@ -73,6 +98,14 @@ func (g *Gateway) BridgeList(ctx context.Context) []BridgeInfo {
 			ep = j.Bare().String()
 		}
 		out = append(out, BridgeInfo{Kind: kind, Endpoint: ep, State: g.BackendState(ep)})
+		// What the bridge tells of itself: channels, accounts, cards.
+		if b, ok := g.backend(ep); ok {
+			if d, ok := b.(backendkit.Describer); ok {
+				for _, x := range d.BridgeDetails() {
+					out = append(out, BridgeInfo{Kind: x.Kind, Endpoint: ep, Name: x.Name, State: x.State, Detail: x.Detail})
+				}
+			}
+		}
 	}
 	return out
 }

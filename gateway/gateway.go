@@ -54,18 +54,21 @@ type Gateway struct {
 	opts Options
 
 	// DB is the SQLite store; nil with driver postgres. Store covers both.
-	DB        *sqlite.DB
-	Store     *Store
-	Registry  *directory.Registry
-	Policy    *federation.Policy
-	Grants    *federation.GrantTable
-	Limiter   *federation.Limiter
-	SelfReg   *dirxmpp.SelfRegistration // nil unless [xmpp] self_register_domains
-	Engine    *tasks.Engine
-	Router    *component.Router
-	Component *component.Component
-	Presence  *dirxmpp.Presence
-	Adhoc     *adhoc.Service
+	DB       *sqlite.DB
+	Store    *Store
+	Registry *directory.Registry
+	Policy   *federation.Policy
+	Grants   *federation.GrantTable
+	Limiter  *federation.Limiter
+	SelfReg  *dirxmpp.SelfRegistration // nil unless [xmpp] self_register_domains
+	Engine   *tasks.Engine
+	// TaskEvents reports each committed task event's task ID to a watcher
+	// (the console's live pages).
+	TaskEvents TaskWatch
+	Router     *component.Router
+	Component  *component.Component
+	Presence   *dirxmpp.Presence
+	Adhoc      *adhoc.Service
 	// AdminCommands are the admin operations as ad-hoc commands.
 	AdminCommands *admincmd.Service
 	Catalog       *catalogpush.Service
@@ -188,7 +191,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 		Directory:      g.Registry,
 		Policy:         g.Policy,
 		Backends:       g.backend,
-		Notifier:       teeNotifier{observedNotifier{next: notifier, m: g.Metrics, starts: starts}, progress},
+		Notifier:       teeNotifier{teeNotifier{observedNotifier{next: notifier, m: g.Metrics, starts: starts}, progress}, &g.TaskEvents},
 		Clock:          g.opts.Clock,
 		Log:            log,
 		ReplayWindow:   time.Duration(cfg.Tasks.ReplaySeconds) * time.Second,

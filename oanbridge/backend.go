@@ -540,3 +540,27 @@ func bareOf(j string) string {
 	}
 	return j
 }
+
+var _ backendkit.Describer = (*Backend)(nil)
+
+// BridgeDetails tells the console the OAN account: its owner, whether the
+// event socket is up, and the key's health by its key id (a hash; the key
+// itself never leaves the key file and this process).
+func (b *Backend) BridgeDetails() []backendkit.BridgeDetail {
+	b.mu.Lock()
+	connected, status, keyID := b.connected, b.status, b.keyID
+	b.mu.Unlock()
+	state := "disconnected"
+	if connected {
+		state = "connected"
+	}
+	key := "key " + status
+	switch {
+	case keyID == "":
+		key = "no key read (agentgw oan pair)"
+	default:
+		key += ", key id " + keyID
+	}
+	return []backendkit.BridgeDetail{{Kind: "oan account", Name: b.o.Endpoint, State: state,
+		Detail: "owner " + b.o.Owner + ", " + key}}
+}

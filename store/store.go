@@ -10,6 +10,7 @@ import (
 	"github.com/agentgw/agentgw/accbridge/accdb"
 	"github.com/agentgw/agentgw/connectorbridge/bindingdb"
 	"github.com/agentgw/agentgw/connectorbridge/chatdb"
+	"github.com/agentgw/agentgw/console/sessiondb"
 	"github.com/agentgw/agentgw/directory/dirdb"
 	"github.com/agentgw/agentgw/directory/presencedb"
 	"github.com/agentgw/agentgw/directory/selfregdb"
@@ -33,4 +34,6 @@ type Drivers struct {
 	SelfReg selfregdb.Driver // Self Registration records and bans
 
 	Presence presencedb.Driver // endpoints' presence subscribers
+
+	ConsoleSessions sessiondb.Driver // the operator console's logins
 }

@@ -52,7 +52,7 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 	d := console.Deps{
 		IsAdmin: gw.Policy.IsAdmin, Token: token, RouteResource: gateway.ConsoleResource,
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
-		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
+		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Sessions: gw.Store.ConsoleSessions, Health: gw.BackendState,
 		Bridges: consoleBridges(gw), Cluster: consoleCluster(gw),
 		Secure: cfg.Console.TLS(), SessionTTL: cfg.SessionTTL(),
 		RequestsPerSecond: cfg.Console.RequestsPerSecond, RequestsBurst: cfg.Console.RequestsBurst, Log: log.With("part", "console"),
@@ -63,7 +63,11 @@ func newConsole(cfg *config.Config, gw *gateway.Gateway, log *slog.Logger) (*con
 	if cfg.Console.LoginServer != "" {
 		d.CheckPassword = console.XMPPLogin(cfg.Console.LoginServer, cfg.Path(cfg.Console.LoginCAFile))
 	}
-	return console.New(d)
+	srv, err := console.New(d)
+	if err == nil {
+		gw.TaskEvents.Watch(srv.TaskChanged)
+	}
+	return srv, err
 }
 
 // consoleBridges and consoleCluster adapt the gateway's lists to the

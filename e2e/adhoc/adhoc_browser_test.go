@@ -180,7 +180,11 @@ func TestAdhocConverseBrowser(t *testing.T) {
 	shows("elicitation", "shown", "Completed", "User provided the requested information", "Ada Lovelace")
 	shows("cancel", "running", "Executing", "is running")
 	shows("cancel", "reply", `status="canceled"`, "Cancellation requested")
-	// Converse.js closes a cancelled command without an error.
+	// Converse.js closes a cancelled command without an error, which it
+	// does only for a reply with status="canceled" (docs/adhoc.md).
+	if flows["cancel"]["closed"] != true {
+		t.Errorf("cancel: Converse.js did not close the command: %v", flows["cancel"])
+	}
 	if got, _ := flows["cancel"]["shown"].(string); strings.Contains(got, "error") || strings.Contains(got, "Error") {
 		t.Errorf("cancel: the page shows an error: %s", got)
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/agentgw/agentgw/console"
 	"github.com/agentgw/agentgw/gateway"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/tasks"
+	"github.com/agentgw/agentgw/tasks/taskstest"
 	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
@@ -33,6 +35,13 @@ import (
 // `agentgw serve` wires it, with logins checked at Prosody's C2S port.
 func startConsole(t *testing.T) (*e2e.Env, string) {
 	t.Helper()
+	e, base, _ := startConsoleServer(t)
+	return e, base
+}
+
+// startConsoleServer is startConsole that also returns the console.
+func startConsoleServer(t *testing.T) (*e2e.Env, string, *console.Server) {
+	t.Helper()
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{})
 	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"ops", "alice"}, Admins: []string{"ops"},
 		Agents: []e2e.Agent{{Localpart: "weather"}}})
@@ -41,7 +50,7 @@ func startConsole(t *testing.T) (*e2e.Env, string) {
 	s, err := console.New(console.Deps{
 		IsAdmin: gw.Policy.IsAdmin, RouteResource: gateway.ConsoleResource, TokenUser: admin,
 		Directory: gw.Registry, Admin: gw.AdminCommands, Engine: gw.Engine, Tasks: gw.Store.Tasks,
-		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Health: gw.BackendState,
+		Grants: gw.Store.Grants, SelfReg: gw.Store.SelfReg, Sessions: gw.Store.ConsoleSessions, Health: gw.BackendState,
 		CheckPassword: console.XMPPLogin(srv.C2SAddr, srv.CAFile), RequestsPerSecond: 50, RequestsBurst: 500,
 		Bridges: func(ctx context.Context) []console.BridgeRow {
 			var out []console.BridgeRow
@@ -61,6 +70,7 @@ func startConsole(t *testing.T) (*e2e.Env, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gw.TaskEvents.Watch(s.TaskChanged)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +79,7 @@ func startConsole(t *testing.T) (*e2e.Env, string) {
 	done := make(chan struct{})
 	go func() { s.Serve(ctx, ln, "", ""); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return e, "http://" + ln.Addr().String()
+	return e, "http://" + ln.Addr().String(), s
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -213,7 +223,21 @@ func needBrowser(t *testing.T) (chromium, root string) {
 func TestConsoleBrowser(t *testing.T) {
 	t.Parallel()
 	chromium, root := needBrowser(t)
-	e, base := startConsole(t)
+	e, base, srv := startConsoleServer(t)
+	// slow, paced: its progress arrives while the page is open (a backend
+	// that takes its time, not a wait for a condition).
+	pause := taskstest.Step{Do: func(ctx context.Context, _ tasks.Call, _ tasks.Run) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(700 * time.Millisecond):
+		}
+		return nil
+	}}
+	e.Agents[e.Endpoint("weather").String()].Script("slow", pause,
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(25), Stage: "one", Message: "quarter"}}, pause,
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(50), Stage: "two", Message: "half"}}, pause,
+		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(75), Stage: "three", Message: "most"}}, pause,
+		taskstest.Step{Complete: taskstest.Text("slow done")})
 	shots := os.Getenv("AGENTGW_ARTIFACTS")
 	var err error
 	if shots == "" {
@@ -264,7 +288,25 @@ func TestConsoleBrowser(t *testing.T) {
 	shows("login", "shown", "Agents", e.JID("ops"))
 	shows("agent", "shown", "Weather Agent", "1.0.0", "Try this tool", "ready")
 	shows("progress", "seen", "progress")
+	// The form made from slow's schema ({"steps": integer}) sent a number.
+	var args string
+	if err := e.Gateway.DB.Write.QueryRow(`SELECT CAST(arguments AS TEXT) FROM tasks WHERE tool = 'slow' AND caller = ?`, e.JID("ops")).Scan(&args); err != nil || args != `{"steps":3}` {
+		t.Errorf("slow's arguments from the form: %s, %v", args, err)
+	}
+	// The page showed the task running with progress, then completed,
+	// without a reload.
+	if n, _ := flows["progress"]["runningWithProgress"].(float64); n < 2 {
+		t.Errorf("progress: the page showed %v revisions of the running task with progress, want 2 or more (three arrive 0.7 s apart)", n)
+	}
 	shows("progress", "shown", "completed", "slow done")
+	// Live updates came over Server-Sent Events, not by polling: the
+	// stream ended with the task, and the polling fallback was never asked.
+	if live, _ := flows["progress"]["live"].(string); live != "ended" {
+		t.Errorf("the task page's live stream: %q, want ended", live)
+	}
+	if polls, streams := srv.LiveCounts(); polls != 0 || streams < 3 {
+		t.Errorf("the task pages polled %d times and opened %d live streams; want 0 polls and a stream per task page (3 or more)", polls, streams)
+	}
 	shows("input", "asked", "Which unit?")
 	shows("input", "shown", "completed", "unit")
 	shows("cancel", "shown", "cancelled")

@@ -73,5 +73,11 @@ func secConsole(t *testing.T, addr, token, alice, password, endpoint string, rec
 			t.Errorf("console %s: not the logged-in page", p)
 		}
 	}
+	// The bridges page tells what each bridge knows (the xAgent channel,
+	// the OAN account and its key's health by key id), with no secret:
+	// the page is recorded like the others.
+	if body := get("/bridges"); !strings.Contains(body, "xagent channel") || !strings.Contains(body, "oan account") || !strings.Contains(body, "owner alice@") {
+		t.Errorf("console /bridges lacks the bridges' detail:\n%s", body)
+	}
 	return session
 }

@@ -66,6 +66,8 @@ var tiers = map[string]int{
 	// The operator web console (issue 33 §1) beside the gateway: it is
 	// handed the gateway's parts by `agentgw serve`.
 	"console": 5,
+	// Its logins' store interface, shared by a cluster's members.
+	"console/sessiondb": 1,
 }
 
 // forbidden are the DESIGN.md "must not import" rules that tiers alone do

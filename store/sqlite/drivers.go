@@ -8,5 +8,6 @@ func (db *DB) Drivers() store.Drivers {
 		Tasks: NewTasks(db), Directory: NewDirectory(db), Grants: NewGrants(db),
 		Bindings: NewBindings(db), Chats: NewChats(db), ACC: NewACC(db),
 		OAN: NewOAN(db), SelfReg: NewSelfReg(db), Presence: NewPresence(db),
+		ConsoleSessions: NewConsoleSessions(db),
 	}
 }

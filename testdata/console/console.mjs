@@ -46,11 +46,17 @@ try {
     catch (e) { failed = true; emit({ flow: name, error: String(e), shown: await text().catch(() => '') }); throw e; }
   };
   const submitAndWait = (sel) => Promise.all([page.waitForNavigation(), page.click(sel)]);
-  // runTool fills the try-this-tool form of tool and lands on the task page.
-  const runTool = async (tool, args) => {
+  // runTool fills the try-this-tool form of tool (the fields the console
+  // made from its input schema) and lands on the task page.
+  const runTool = async (tool, fields) => {
     await page.goto(`${BASE_URL}/agents/${ENDPOINT}`);
     const form = `form.run:has(input[name="tool"][value="${tool}"])`;
-    await page.$eval(`${form} textarea`, (t, v) => { t.value = v; }, args);
+    await page.waitForSelector(`${form} input[name="form"][value="fields"]`);
+    for (const [name, value] of Object.entries(fields)) {
+      const sel = `${form} [name="arg.${name}"]`;
+      await page.$eval(sel, (e) => { e.value = ''; });
+      await page.type(sel, value);
+    }
     await submitAndWait(`${form} button`);
     await page.waitForSelector('#task');
   };
@@ -71,8 +77,9 @@ try {
     return { shown: await text() };
   });
   await flow('progress', async () => {
-    await runTool('slow', '{"steps":3}');
-    // The page polls: the events table grows while the task runs.
+    await runTool('slow', { steps: '3' });
+    // The page follows the task live (Server-Sent Events): the events
+    // table grows while the task runs, without a reload.
     const seen = new Set();
     const start = Date.now();
     while (Date.now() - start < STEP) {
@@ -83,10 +90,14 @@ try {
     }
     await stateIs('completed');
     await shoot('task-completed');
-    return { seen: [...seen].join('\n'), shown: await text() };
+    const live = await page.$eval('#task', (e) => e.getAttribute('data-live'));
+    // Snapshots of the running task with progress: each a revision that
+    // arrived while the page was open.
+    const runningWithProgress = [...seen].filter((x) => x.startsWith('running') && x.includes('progress')).length;
+    return { seen: [...seen].join('\n'), shown: await text(), live, runningWithProgress };
   });
   await flow('input', async () => {
-    await runTool('ask', '{}');
+    await runTool('ask', {});
     await page.waitForSelector('#input:not([hidden])');
     const asked = await page.$eval('#input-request', (e) => e.textContent);
     await shoot('task-input');
@@ -96,7 +107,7 @@ try {
     return { asked, shown: await text() };
   });
   await flow('cancel', async () => {
-    await runTool('wait', '{}');
+    await runTool('wait', {});
     await stateIs('running');
     await submitAndWait('#cancel button');
     await stateIs('cancelled');

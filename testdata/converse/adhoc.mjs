@@ -178,8 +178,11 @@ try {
       reply = consoleLines.slice(before).find((l) => l.includes('status="canceled"')) || '';
       await new Promise((r) => setTimeout(r, 200));
     }
-    const s = await shown(node);
-    return { running: textOf(running), shown: textOf(s), reply: reply.slice(0, 2000) };
+    // Converse.js closes the command (no fields, no buttons) only on a
+    // reply with status="canceled"; any other status shows
+    // "Error: unexpected result".
+    const s = await waitShown(node, (_, s) => s.actions.length === 0 && s.values.length === 0, 'the command closed');
+    return { running: textOf(running), shown: textOf(s), reply: reply.slice(0, 2000), closed: true };
   });
 } catch (e) {
   failed = true;

@@ -37,11 +37,31 @@ document.addEventListener("submit", function (e) {
     box.setAttribute("data-terminal", String(t.Terminal));
     return t.Terminal;
   }
+  // Live: the server sends the task at each new revision (Server-Sent
+  // Events) and "end" once it is settled. Polling is the fallback only, for
+  // a browser without EventSource or a stream the server refused.
   function poll() {
     fetch("/tasks/" + encodeURIComponent(id) + "/state", { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.json(); })
       .then(function (t) { if (!render(t)) { setTimeout(poll, 700); } })
       .catch(function () { setTimeout(poll, 3000); });
   }
-  setTimeout(poll, 300);
+  if (!window.EventSource) { setTimeout(poll, 300); return; }
+  var ended = false;
+  function follow() {
+    var es = new EventSource("/tasks/" + encodeURIComponent(id) + "/live");
+    box.setAttribute("data-live", "open");
+    es.addEventListener("task", function (m) {
+      var t; try { t = JSON.parse(m.data); } catch (e) { return; }
+      if (render(t)) { ended = true; }
+    });
+    es.addEventListener("end", function () { ended = true; es.close(); box.setAttribute("data-live", "ended"); });
+    es.onerror = function () {
+      if (ended) { es.close(); return; }
+      // The browser retries a dropped stream by itself; a refused one
+      // (too many open, logged out) is closed: poll instead.
+      if (es.readyState === EventSource.CLOSED) { box.setAttribute("data-live", "polling"); setTimeout(poll, 1000); }
+    };
+  }
+  follow();
 })();

@@ -28,9 +28,10 @@ type Redactor struct {
 	extra func() []string
 
 	mu      sync.RWMutex
-	kept    []string // added with Add; kept for the redactor's life
-	current []string // installed with Set; replaced whole
-	all     []string // kept and current, longest first
+	kept    []string          // added with Add; kept for the redactor's life
+	sources []func() []string // added with AddSource; asked at every use
+	current []string          // installed with Set; replaced whole
+	all     []string          // kept and current, longest first
 }
 
 // NewRedactor returns a redactor that also replaces the values extra
@@ -44,6 +45,15 @@ func (r *Redactor) Add(secrets ...string) {
 	defer r.mu.Unlock()
 	r.kept = appendSecrets(r.kept, secrets)
 	r.rebuild()
+}
+
+// AddSource registers a function whose values are secrets at every use:
+// for secrets that change while the gateway runs (OAuth access and
+// refresh tokens), which Add would pile up.
+func (r *Redactor) AddSource(f func() []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sources = append(r.sources, f)
 }
 
 // Set replaces the secrets installed by the previous Set, for secrets read
@@ -88,10 +98,13 @@ func (r *Redactor) secrets() []string {
 		return nil
 	}
 	r.mu.RLock()
-	s := r.all
+	s, sources := r.all, r.sources
 	r.mu.RUnlock()
 	if r.extra != nil {
-		for _, v := range r.extra() {
+		sources = append(sources[:len(sources):len(sources)], r.extra)
+	}
+	for _, f := range sources {
+		for _, v := range f() {
 			if len(v) >= MinSecretLen {
 				s = append(s[:len(s):len(s)], v)
 			}

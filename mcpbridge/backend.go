@@ -33,6 +33,7 @@ import (
 	"github.com/agentgw/agentgw/agentproto"
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/mcpbridge/mcpoauth"
 	"github.com/agentgw/agentgw/tasks"
 )
 
@@ -92,6 +93,9 @@ type Options struct {
 	// certainty (pool.go). Default DefaultMaxSessions. For a stdio server
 	// every session is one more server process.
 	MaxSessions int
+	// OAuth, when set, authorizes every request to URL with its access
+	// tokens ([agents.mcp.oauth], oauth.go).
+	OAuth *mcpoauth.Source
 }
 
 // sessionStable is how long a session must have lived for the next restart
@@ -137,6 +141,8 @@ type Backend struct {
 	creating       atomic.Int64    // task-augmented tools/call awaiting their task
 	recent         map[string]bool // ended remote task ids, under mu
 	recentOrder    []string
+
+	authLost chan struct{} // the OAuth login was lost (oauth.go)
 
 	// observe, when set before Start (tests), sees every JSON-RPC frame.
 	observe func(out bool, frame []byte)
@@ -198,7 +204,7 @@ func New(o Options) (*Backend, error) {
 		jid:      bare,
 		local:    local,
 		log:      log.With(slog.String("agent", bare)),
-		red:      backendkit.NewRedactor(o.Secrets),
+		red:      backendkit.NewRedactor(oauthSecrets(o)),
 		pub:      backendkit.NewManifests(o.Publisher),
 		avail:    backendkit.NewPresence(bare, o.Availability),
 		sessions: map[*mcp.ClientSession]*session{},
@@ -206,8 +212,12 @@ func New(o Options) (*Backend, error) {
 
 		maxSessions: o.MaxSessions,
 		poolChanged: make(chan struct{}),
+		authLost:    make(chan struct{}, 1),
 	}
 	b.setSecrets(nil)
+	if o.OAuth != nil {
+		o.OAuth.OnLoginRequired(b.oauthLost)
+	}
 	b.client = mcp.NewClient(&mcp.Implementation{Name: "agentgw", Version: o.ClientVersion}, &mcp.ClientOptions{
 		Logger: b.log.With(slog.String("component", "mcp-sdk")),
 		// No roots: the gateway has no workspace to offer. Setting the
@@ -412,6 +422,9 @@ func (b *Backend) connect(ctx context.Context) (*session, error) {
 		st = &stdioTransport{b: b, tap: tp}
 		t = st
 	default:
+		if err := b.oauthReady(ctx); err != nil {
+			return nil, err
+		}
 		var err error
 		if t, err = b.httpTransport(tp); err != nil {
 			return nil, err
@@ -517,6 +530,9 @@ func (b *Backend) Start(ctx context.Context) error {
 	defer b.running.Store(false)
 	sup := backendkit.Supervisor{Min: b.o.MinBackoff, Max: b.o.MaxBackoff, StableAfter: sessionStable}
 	sup.Run(ctx, b.runSession, func(err error, wait time.Duration) {
+		if b.o.OAuth != nil && b.o.OAuth.LoginRequired() {
+			return // said once, when the login was lost (oauth.go)
+		}
 		if err == nil {
 			b.log.Warn("MCP server went away; restarting", slog.Duration("after", wait))
 			return
@@ -563,6 +579,10 @@ func (b *Backend) supervise(ctx context.Context, s *session) {
 		b.closeExtras()
 		s.close()
 	}()
+	select {
+	case <-b.authLost: // from before this session came up
+	default:
+	}
 	tick := time.NewTicker(b.o.HealthInterval)
 	defer tick.Stop()
 	failed := 0
@@ -571,6 +591,8 @@ func (b *Backend) supervise(ctx context.Context, s *session) {
 		case <-ctx.Done():
 			return
 		case <-s.done:
+			return
+		case <-b.authLost:
 			return
 		case <-tick.C:
 			if b.ping(ctx, s) {

@@ -194,6 +194,9 @@ func (b *Backend) settle(err error) {
 // failure maps a failed tools/call to a task failure with a fixed, safe
 // message: server error text can reflect caller input or secrets.
 func (b *Backend) failure(s *session, st *callState, err error) tasks.Failure {
+	if f, lost := b.oauthFailure(); lost {
+		return f
+	}
 	var werr *jsonrpc.Error
 	isRPC := errors.As(err, &werr)
 	if !isRPC && !s.ended() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/internal/config"
+	"github.com/agentgw/agentgw/mcpbridge/mcpoauth"
 )
 
 // Bridge is the MCP bridge's line of the root's bridge table: an
@@ -38,6 +39,9 @@ type Config struct {
 	// time each, so elicitations are attributed with certainty (0: 4;
 	// docs/mcp-bridge.md). Each stdio session is one server process.
 	MaxSessions int `toml:"max_sessions"`
+	// OAuth is [agents.mcp.oauth]: a url server that needs a login
+	// (docs/oauth.md).
+	OAuth *mcpoauth.Config `toml:"oauth"`
 }
 
 // Validate implements backendkit.Section.
@@ -50,6 +54,12 @@ func (m *Config) Validate(_ *config.Config, _ *config.Agent) []string {
 		if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			out = append(out, "[agents.mcp] url must be an http or https URL")
 		}
+	}
+	if m.OAuth != nil {
+		if m.URL == "" {
+			out = append(out, "[agents.mcp.oauth] is for url servers (a stdio server takes its credentials from env)")
+		}
+		out = append(out, m.OAuth.Validate()...)
 	}
 	if m.MaxSessions < 0 || m.MaxSessions > 64 {
 		out = append(out, "[agents.mcp] max_sessions must be between 1 and 64")
@@ -64,6 +74,14 @@ func (m *Config) SecretSources() (envs, files []string) {
 	}
 	for _, f := range m.HeadersFile {
 		files = append(files, f)
+	}
+	if o := m.OAuth; o != nil {
+		if o.ClientSecretEnv != "" {
+			envs = append(envs, o.ClientSecretEnv)
+		}
+		if o.ClientSecretFile != "" {
+			files = append(files, o.ClientSecretFile)
+		}
 	}
 	return envs, files
 }
@@ -86,6 +104,27 @@ func AgentOptions(cfg *config.Config, a config.Agent) Options {
 	o.MaxSessions = m.MaxSessions
 	if len(m.HeadersEnv) > 0 || len(m.HeadersFile) > 0 {
 		o.Headers = func() (http.Header, error) { return headers(cfg, m) }
+	}
+	if m.OAuth != nil && m.URL != "" {
+		o.OAuth = mcpoauth.NewSource(OAuthOptions(cfg, m))
+	}
+	return o
+}
+
+// OAuthOptions turns [agents.mcp.oauth] into the token source's options
+// (for the bridge and for `agentgw oauth login`).
+func OAuthOptions(cfg *config.Config, m *Config) mcpoauth.Options {
+	oc := m.OAuth
+	o := mcpoauth.Options{ServerURL: m.URL, Grant: oc.Grant, ClientID: oc.ClientID, Scopes: oc.Scopes, Issuer: oc.Issuer}
+	if oc.TokenFile != "" {
+		o.TokenFile = cfg.Path(oc.TokenFile)
+	}
+	if oc.ClientSecretEnv != "" || oc.ClientSecretFile != "" {
+		env, file := oc.ClientSecretEnv, ""
+		if oc.ClientSecretFile != "" {
+			file = cfg.Path(oc.ClientSecretFile)
+		}
+		o.ClientSecret = func() (string, error) { return config.ReadSecret(env, file) }
 	}
 	return o
 }
@@ -115,6 +154,10 @@ func build(_ context.Context, h backendkit.Host, a backendkit.Agent) error {
 	o := AgentOptions(a.Config, a.Agent)
 	o.ComponentDomain = h.ComponentDomain()
 	o.Publisher, o.Availability, o.Logger, o.Secrets = h.Publisher(), h.Availability(), a.Log, h.Secrets
+	if o.OAuth != nil {
+		// The gateway's log redacts the tokens in use too.
+		h.Redactor().AddSource(o.OAuth.Secrets)
+	}
 	b, err := New(o)
 	if err != nil {
 		return err
@@ -154,11 +197,22 @@ func doctor(ctx context.Context, d backendkit.Doctor, a backendkit.Agent) {
 	ictx, cancel := context.WithTimeout(ctx, d.StartTimeout())
 	defer cancel()
 	start := time.Now()
+	if o.OAuth != nil {
+		// The doctor's output redacts the tokens too; the error, if
+		// any, comes again from Initialize.
+		if _, err := o.OAuth.Token(ictx); err == nil {
+			d.Redact(o.OAuth.Secrets()...)
+		}
+	}
 	err = b.Initialize(ictx)
 	took := time.Since(start).Round(time.Millisecond)
 	switch {
 	case err == nil:
 		d.OK("MCP server answered initialize in %v", took)
+	case errors.Is(err, mcpoauth.ErrLoginRequired):
+		d.Fail("%v — run: agentgw oauth login --config CONFIG %s", err, a.Agent.JID)
+	case m.OAuth != nil && strings.HasPrefix(err.Error(), "OAuth discovery:"):
+		d.Fail("%v — check [agents.mcp] url and the server's OAuth metadata", err)
 	case len(m.Command) > 0 && errors.Is(err, context.DeadlineExceeded):
 		d.Fail("the MCP server started but did not answer initialize within %v — run the command by hand: it must speak MCP on stdin/stdout (raise --mcp-timeout if npx is still installing)", d.StartTimeout())
 	case len(m.Command) > 0 && strings.Contains(err.Error(), "cannot start MCP server command"):

@@ -348,7 +348,7 @@ func (b *Backend) rawHTTPClient() (*http.Client, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	return &http.Client{
-		Transport:     &headerTransport{base: base, headers: h},
+		Transport:     b.withOAuth(&headerTransport{base: base, headers: h}),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, nil
 }

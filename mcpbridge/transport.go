@@ -322,7 +322,7 @@ func (b *Backend) httpTransport(tp *tap) (mcp.Transport, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	client := &http.Client{
 		// The W3C trace context of each call goes along (docs/telemetry.md).
-		Transport: &httpTap{base: telemetry.Transport(base), headers: h, tap: tp, keep: b.keepSession},
+		Transport: &httpTap{base: b.withOAuth(telemetry.Transport(base)), headers: h, tap: tp, keep: b.keepSession},
 		// Headers carry credentials; a redirect must not take them
 		// elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

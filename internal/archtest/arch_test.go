@@ -44,7 +44,9 @@ var tiers = map[string]int{
 	"tasks": 3, "connectorbridge/transport": 3,
 	// Wire adapters and backends.
 	"directory/dirxmpp": 4, "tasks/taskxmpp": 4, "mcpbridge": 4,
-	"connectorbridge": 4,
+	// The MCP bridge's OAuth client ([agents.mcp.oauth], issue 32).
+	"mcpbridge/mcpoauth": 1,
+	"connectorbridge":    4,
 	// Ad-hoc commands over the task engine; catalog change notification.
 	"adhoc": 4, "adhoc/admincmd": 4, "catalogpush": 4,
 	// A2A both ways.

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -230,41 +229,8 @@ func (is *Issuer) Login(ctx context.Context, c Client, user, resource, scope str
 		}
 		return nil
 	}}
-	next := is.URL + "/auth?" + q.Encode()
-	var form url.Values
-	for step := 0; step < 6 && code == ""; step++ {
-		var resp *http.Response
-		var err error
-		if form == nil {
-			resp, err = browser.Get(next)
-		} else {
-			resp, err = browser.PostForm(next, form)
-		}
-		if err != nil {
-			return nil, err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if code != "" {
-			break
-		}
-		// The development pages: a login form first, then consent; each
-		// posts to its form's action.
-		page := resp.Request.URL
-		m := formAction.FindSubmatch(body)
-		if m == nil {
-			return nil, fmt.Errorf("oauthharness: unexpected page %s (%s): %.300s", page, resp.Status, body)
-		}
-		action, err := page.Parse(html.UnescapeString(string(m[1])))
-		if err != nil {
-			return nil, err
-		}
-		next = action.String()
-		if strings.Contains(string(body), `name="login"`) {
-			form = url.Values{"prompt": {"login"}, "login": {user}, "password": {"any"}}
-		} else {
-			form = url.Values{"prompt": {"consent"}}
-		}
+	if err := drivePages(browser, is.URL+"/auth?"+q.Encode(), user, func() bool { return code != "" }); err != nil {
+		return nil, err
 	}
 	if code == "" {
 		return nil, errors.New("oauthharness: no authorization code after the login pages")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"sync"
 
 	"mellium.im/xmpp/jid"
 
@@ -35,17 +34,6 @@ type Users struct {
 	c    Client
 	opts Options
 	uo   UsersOptions
-
-	mu     sync.Mutex
-	ctx    context.Context
-	fronts map[string]*userFront
-}
-
-type userFront struct {
-	once sync.Once
-	f    *Front
-	err  error
-	h    http.Handler
 }
 
 // NewUsers makes the many-user front over c, the trusted account's client;
@@ -64,56 +52,31 @@ func NewUsers(c Client, opts Options, uo UsersOptions) (*Users, error) {
 	if _, err := New(c, opts); err != nil {
 		return nil, err
 	}
-	return &Users{c: c, opts: opts, uo: uo, ctx: context.Background(), fronts: map[string]*userFront{}}, nil
+	return &Users{c: c, opts: opts, uo: uo}, nil
 }
 
-// Handler serves the metadata and the users' A2A requests; ctx bounds the
-// users' Fronts.
+// Handler serves the metadata and the users' A2A requests, each by its
+// principal's own Front (made on the first request); ctx bounds the users'
+// Fronts.
 func (u *Users) Handler(ctx context.Context) http.Handler {
-	u.mu.Lock()
-	u.ctx = ctx
-	u.mu.Unlock()
-	return u.uo.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, _ := oauthrs.PrincipalOf(r.Context())
-		uf := u.front(p)
-		switch {
-		case uf == nil:
-			http.Error(w, "too many users at once", http.StatusServiceUnavailable)
-		case uf.err != nil:
-			http.Error(w, "the front could not start", http.StatusInternalServerError)
-		default:
-			uf.h.ServeHTTP(w, r)
-		}
-	}))
-}
-
-func (u *Users) front(p jid.JID) *userFront {
-	key := p.Bare().String()
-	u.mu.Lock()
-	uf := u.fronts[key]
-	if uf == nil {
-		if len(u.fronts) >= u.uo.MaxUsers {
-			u.mu.Unlock()
-			return nil
-		}
-		uf = &userFront{}
-		u.fronts[key] = uf
-	}
-	ctx := u.ctx
-	u.mu.Unlock()
-	uf.once.Do(func() {
+	return u.uo.Gate.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
 		opts := u.opts
 		if opts.Logger != nil {
-			opts.Logger = opts.Logger.With("principal", key)
+			opts.Logger = opts.Logger.With("principal", p.String())
 		}
-		uf.f, uf.err = New(catalog.As(u.c, p), opts)
-		if uf.err != nil {
-			return
+		f, err := New(catalog.As(u.c, p), opts)
+		if err != nil {
+			return nil, err
 		}
-		uf.h = uf.f.routes()
-		uf.err = uf.f.start(ctx)
+		h := f.routes()
+		if err := f.start(ctx); err != nil {
+			if opts.Logger != nil {
+				opts.Logger.Warn("a user's A2A front could not start", "error", err)
+			}
+			return nil, err
+		}
+		return h, nil
 	})
-	return uf
 }
 
 // Serve runs the users' front on ln until ctx is done.

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"mellium.im/xmpp/jid"
@@ -39,16 +38,6 @@ type Users struct {
 	c    Client
 	opts Options
 	uo   UsersOptions
-
-	mu     sync.Mutex
-	ctx    context.Context
-	fronts map[string]*userFront
-}
-
-type userFront struct {
-	once sync.Once
-	f    *Front
-	h    http.Handler
 }
 
 // NewUsers makes the many-user front over c, the trusted account's client;
@@ -63,51 +52,23 @@ func NewUsers(c Client, opts Options, uo UsersOptions) *Users {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Users{c: c, opts: opts, uo: uo, fronts: map[string]*userFront{}}
+	return &Users{c: c, opts: opts, uo: uo}
 }
 
-// Handler serves the metadata and the users' MCP requests; ctx bounds the
-// users' Fronts (their discovery polls).
+// Handler serves the metadata and the users' MCP requests, each in its
+// principal's own Front (made on the first request, its first discovery
+// run before that request is served); ctx bounds the users' Fronts (their
+// discovery polls).
 func (u *Users) Handler(ctx context.Context) http.Handler {
-	u.mu.Lock()
-	u.ctx = ctx
-	u.mu.Unlock()
-	return u.uo.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, _ := oauthrs.PrincipalOf(r.Context())
-		uf := u.front(p)
-		if uf == nil {
-			http.Error(w, "too many users at once", http.StatusServiceUnavailable)
-			return
-		}
-		uf.h.ServeHTTP(w, r)
-	}))
-}
-
-// front returns (making and starting it once) p's Front: its first
-// discovery runs before its first request is served.
-func (u *Users) front(p jid.JID) *userFront {
-	key := p.Bare().String()
-	u.mu.Lock()
-	uf := u.fronts[key]
-	if uf == nil {
-		if len(u.fronts) >= u.uo.MaxUsers {
-			u.mu.Unlock()
-			return nil
-		}
-		uf = &userFront{}
-		u.fronts[key] = uf
-	}
-	ctx := u.ctx
-	u.mu.Unlock()
-	uf.once.Do(func() {
+	return u.uo.Gate.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
 		opts := u.opts
-		opts.Logger = opts.Logger.With("principal", key)
-		uf.f = New(catalog.As(u.c, p), opts)
-		uf.h = uf.f.mcpHTTP(u.uo.SessionTimeout)
-		uf.f.initial(ctx)
-		go uf.f.poll(ctx)
+		opts.Logger = opts.Logger.With("principal", p.String())
+		f := New(catalog.As(u.c, p), opts)
+		h := f.mcpHTTP(u.uo.SessionTimeout)
+		f.initial(ctx)
+		go f.poll(ctx)
+		return h, nil
 	})
-	return uf
 }
 
 // RunHTTP serves the users on ln until ctx is done.

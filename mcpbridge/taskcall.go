@@ -651,6 +651,25 @@ func (b *Backend) serverRequest(ctx context.Context, method string, params json.
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not supported"}
 }
 
+// stopPastTTL ends the wait for a remote task past its ttl (plus
+// ttlGrace; never for a task without one): the remote task is cancelled and the XMPP task
+// fails, since waiting longer would wait on something the server may
+// already have discarded. It reports whether it did.
+func (b *Backend) stopPastTTL(tc *taskCall) bool {
+	if tc.state.TTL <= 0 {
+		return false
+	}
+	expires := time.UnixMilli(tc.state.Created).Add(time.Duration(tc.state.TTL)*time.Millisecond + ttlGrace)
+	if !time.Now().After(expires) {
+		return false
+	}
+	b.log.Warn("MCP task outlived its ttl; the gateway stopped waiting", slog.String("task_ttl_ms", strconv.FormatInt(tc.state.TTL, 10)))
+	b.cancelRemote(tc)
+	b.settle(tc.st.run.Fail(tasks.Failure{Code: agentproto.CodeInternalError, Message: "The MCP server's task passed its time-to-live without a result; the gateway stopped waiting for it."}))
+	tc.st.cancel()
+	return true
+}
+
 // waitTask waits for the remote task's result: tasks/result (which also
 // carries the task's questions) while tasks/get polls status, until the
 // task ends, the caller cancels, the deadline or the task's ttl passes, or
@@ -683,10 +702,6 @@ func (b *Backend) waitTask(ctx context.Context, tc *taskCall, resumed bool) {
 	poll = min(max(poll, minPoll), maxPoll)
 	if poll == minPoll && tc.state.Poll == 0 {
 		poll = time.Second
-	}
-	var expires time.Time
-	if tc.state.TTL > 0 {
-		expires = time.UnixMilli(tc.state.Created).Add(time.Duration(tc.state.TTL)*time.Millisecond + ttlGrace)
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
@@ -728,11 +743,7 @@ func (b *Backend) waitTask(ctx context.Context, tc *taskCall, resumed bool) {
 		case <-tc.wake:
 		case <-tick.C:
 		}
-		if !expires.IsZero() && time.Now().After(expires) {
-			b.log.Warn("MCP task outlived its ttl; the gateway stopped waiting", slog.String("task_ttl_ms", strconv.FormatInt(tc.state.TTL, 10)))
-			b.cancelRemote(tc)
-			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInternalError, Message: "The MCP server's task passed its time-to-live without a result; the gateway stopped waiting for it."}))
-			st.cancel()
+		if b.stopPastTTL(tc) {
 			return
 		}
 		gctx, gcancel := context.WithTimeout(st.ctx, 10*time.Second)

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -100,10 +99,6 @@ func (b *Backend) waitTaskExt(ctx context.Context, tc *taskCall) {
 	if poll == minPoll && tc.state.Poll == 0 {
 		poll = time.Second
 	}
-	var expires time.Time
-	if tc.state.TTL > 0 {
-		expires = time.UnixMilli(tc.state.Created).Add(time.Duration(tc.state.TTL)*time.Millisecond + ttlGrace)
-	}
 	answered := map[string]bool{}
 	failures := 0
 	timer := time.NewTimer(0)
@@ -115,11 +110,7 @@ func (b *Backend) waitTaskExt(ctx context.Context, tc *taskCall) {
 			return
 		case <-timer.C:
 		}
-		if !expires.IsZero() && time.Now().After(expires) {
-			b.log.Warn("MCP task outlived its ttl; the gateway stopped waiting", slog.String("task_ttl_ms", strconv.FormatInt(tc.state.TTL, 10)))
-			b.cancelRemote(tc)
-			b.settle(run.Fail(tasks.Failure{Code: agentproto.CodeInternalError, Message: "The MCP server's task passed its time-to-live without a result; the gateway stopped waiting for it."}))
-			st.cancel()
+		if b.stopPastTTL(tc) {
 			return
 		}
 		gctx, gcancel := context.WithTimeout(st.ctx, 10*time.Second)

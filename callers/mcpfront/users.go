@@ -72,7 +72,7 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 	u.mu.Lock()
 	u.ctx = ctx
 	u.mu.Unlock()
-	return u.uo.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := oauthrs.PrincipalOf(r.Context())
 		uf := u.front(p)
 		if uf == nil {
@@ -80,7 +80,12 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 			return
 		}
 		uf.h.ServeHTTP(w, r)
-	}))
+	})
+	if u.uo.Gate.HasOpScopes() {
+		// The operation is known once the JSON-RPC body is read.
+		h = scoped(u.uo.Gate, h)
+	}
+	return u.uo.Gate.Wrap(h)
 }
 
 // front returns (making and starting it once) p's Front: its first

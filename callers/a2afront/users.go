@@ -58,7 +58,7 @@ func NewUsers(c Client, opts Options, uo UsersOptions) (*Users, error) {
 		uo.MaxUsers = 1000
 	}
 	if opts.OAuth == nil {
-		opts.OAuth = &OAuthScheme{Issuer: uo.Gate.Issuer, Scopes: uo.Gate.Scopes}
+		opts.OAuth = &OAuthScheme{Issuer: uo.Gate.Issuer, Scopes: uo.Gate.AllScopes()}
 	}
 	// The options are checked once, here.
 	if _, err := New(c, opts); err != nil {
@@ -73,7 +73,7 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 	u.mu.Lock()
 	u.ctx = ctx
 	u.mu.Unlock()
-	return u.uo.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := oauthrs.PrincipalOf(r.Context())
 		uf := u.front(p)
 		switch {
@@ -84,7 +84,15 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 		default:
 			uf.h.ServeHTTP(w, r)
 		}
-	}))
+	})
+	if u.uo.Gate.HasOpScopes() {
+		max := u.opts.MaxRequestBytes
+		if max <= 0 {
+			max = 1 << 20
+		}
+		h = scoped(u.uo.Gate, max, h)
+	}
+	return u.uo.Gate.Wrap(h)
 }
 
 func (u *Users) front(p jid.JID) *userFront {

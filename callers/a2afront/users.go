@@ -46,7 +46,7 @@ func NewUsers(c Client, opts Options, uo UsersOptions) (*Users, error) {
 		uo.MaxUsers = 1000
 	}
 	if opts.OAuth == nil {
-		opts.OAuth = &OAuthScheme{Issuer: uo.Gate.Issuer, Scopes: uo.Gate.Scopes}
+		opts.OAuth = &OAuthScheme{Issuer: uo.Gate.Issuer, Scopes: uo.Gate.AllScopes()}
 	}
 	// The options are checked once, here.
 	if _, err := New(c, opts); err != nil {
@@ -59,7 +59,7 @@ func NewUsers(c Client, opts Options, uo UsersOptions) (*Users, error) {
 // principal's own Front (made on the first request); ctx bounds the users'
 // Fronts.
 func (u *Users) Handler(ctx context.Context) http.Handler {
-	return u.uo.Gate.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
+	h := oauthrs.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
 		opts := u.opts
 		if opts.Logger != nil {
 			opts.Logger = opts.Logger.With("principal", p.String())
@@ -77,6 +77,14 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 		}
 		return h, nil
 	})
+	if u.uo.Gate.HasOpScopes() {
+		max := u.opts.MaxRequestBytes
+		if max <= 0 {
+			max = 1 << 20
+		}
+		h = scoped(u.uo.Gate, max, h)
+	}
+	return u.uo.Gate.Wrap(h)
 }
 
 // Serve runs the users' front on ln until ctx is done.

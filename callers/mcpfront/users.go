@@ -60,7 +60,7 @@ func NewUsers(c Client, opts Options, uo UsersOptions) *Users {
 // run before that request is served); ctx bounds the users' Fronts (their
 // discovery polls).
 func (u *Users) Handler(ctx context.Context) http.Handler {
-	return u.uo.Gate.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
+	h := oauthrs.PerPrincipal(ctx, u.uo.MaxUsers, func(ctx context.Context, p jid.JID) (http.Handler, error) {
 		opts := u.opts
 		opts.Logger = opts.Logger.With("principal", p.String())
 		f := New(catalog.As(u.c, p), opts)
@@ -69,6 +69,11 @@ func (u *Users) Handler(ctx context.Context) http.Handler {
 		go f.poll(ctx)
 		return h, nil
 	})
+	if u.uo.Gate.HasOpScopes() {
+		// The operation is known once the JSON-RPC body is read.
+		h = scoped(u.uo.Gate, h)
+	}
+	return u.uo.Gate.Wrap(h)
 }
 
 // RunHTTP serves the users on ln until ctx is done.

@@ -19,7 +19,7 @@ func init() {
 }
 
 func runA2A(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME]] [--gateway JID]... [--public-url URL]\n\n"+
+	fs := newFlags("a2a", "a2a --jid JID --http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME] [--scopes S...] [--scope-for OP=S,...]...] [--gateway JID]... [--public-url URL]\n\n"+
 		"Each agent the account can see gets an Agent Card at /agents/{jid}/.well-known/agent-card.json and a\n"+
 		"JSON-RPC interface at /agents/{jid} and an HTTP+JSON one under /agents/{jid}/rest (A2A 1.0 with the header\n"+
 		"A2A-Version: 1.0, 0.3 without); GET /agents lists the cards. Every request needs the bearer token, or with --issuer an access token\n"+

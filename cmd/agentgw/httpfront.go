@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentgw/agentgw/internal/config"
@@ -84,6 +85,7 @@ func (b bearerFlags) listen(addr string) (ln net.Listener, token, path string, c
 // users, each as themselves (docs/oauth.md).
 type oauthFlags struct {
 	issuer, audience, jidClaim, scopes *string
+	scopeFor                           *stringList
 }
 
 func addOAuthFlags(fs *flag.FlagSet) oauthFlags {
@@ -91,17 +93,47 @@ func addOAuthFlags(fs *flag.FlagSet) oauthFlags {
 		issuer:   fs.String("issuer", "", "accept access tokens from this OAuth 2.1 / OpenID issuer (discovery and JWKS; https, or http on loopback) instead of one bearer token: each user acts as the JID their token names; the account must be in the gateway's [policy] trusted_fronts"),
 		audience: fs.String("audience", "", "the audience (resource URL) tokens must name (default: the front's public URL)"),
 		jidClaim: fs.String("jid-claim", "sub", "the token claim holding the caller's bare JID"),
-		scopes:   fs.String("scopes", "", "space-separated scopes every token must carry"),
+		scopes:   fs.String("scopes", "", "space-separated scopes every token must carry, whatever the operation"),
+		scopeFor: scopeForFlag(fs),
 	}
+}
+
+func scopeForFlag(fs *flag.FlagSet) *stringList {
+	var l stringList
+	fs.Var(&l, "scope-for", "OP=SCOPE[,SCOPE...]: the scopes a token must also carry for one kind of operation, OP one of read (discovery, lists, cards, reading a task), invoke (tools/call, SendMessage), steer (cancel, task input and result, push configs); repeatable; a token without them gets 403 insufficient_scope (with --issuer)")
+	return &l
+}
+
+// opScopes parses --scope-for.
+func (o oauthFlags) opScopes() (map[oauthrs.Op][]string, error) {
+	if len(*o.scopeFor) == 0 {
+		return nil, nil
+	}
+	m := map[oauthrs.Op][]string{}
+	for _, v := range *o.scopeFor {
+		op, scopes, err := oauthrs.ParseScopeFor(v)
+		if err != nil {
+			return nil, usagef("--scope-for: %v", err)
+		}
+		for _, sc := range scopes {
+			if !slices.Contains(m[op], sc) {
+				m[op] = append(m[op], sc)
+			}
+		}
+	}
+	return m, nil
 }
 
 // check refuses the bearer flags beside --issuer.
 func (o oauthFlags) check(b bearerFlags) error {
 	if *o.issuer == "" {
-		if *o.audience != "" || *o.scopes != "" {
-			return usagef("--audience and --scopes need --issuer")
+		if *o.audience != "" || *o.scopes != "" || len(*o.scopeFor) > 0 {
+			return usagef("--audience, --scopes and --scope-for need --issuer")
 		}
 		return nil
+	}
+	if _, err := o.opScopes(); err != nil {
+		return err
 	}
 	if b.given() {
 		return usagef("give --issuer or a bearer token (--bearer-env, --bearer-file), not both")
@@ -117,9 +149,13 @@ func (o oauthFlags) gate(ctx context.Context, publicURL string, log *slog.Logger
 		aud = publicURL
 	}
 	scopes := strings.Fields(*o.scopes)
+	ops, err := o.opScopes()
+	if err != nil {
+		return nil, err
+	}
 	v, err := oauthrs.New(ctx, oauthrs.Config{Issuer: *o.issuer, Audience: aud, Scopes: scopes})
 	if err != nil {
 		return nil, fmt.Errorf("--issuer: %w", err)
 	}
-	return &oauthrs.Gate{Verifier: v, Resource: aud, Issuer: *o.issuer, Scopes: scopes, JIDClaim: *o.jidClaim, Log: log}, nil
+	return &oauthrs.Gate{Verifier: v, Resource: aud, Issuer: *o.issuer, Scopes: scopes, OpScopes: ops, JIDClaim: *o.jidClaim, Log: log}, nil
 }

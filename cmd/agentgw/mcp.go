@@ -26,7 +26,7 @@ func init() {
 var stdioTransport = func() mcp.Transport { return &mcp.StdioTransport{} }
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME] [--public-url URL]]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
+	fs := newFlags("mcp", "mcp --jid JID [--gateway JID]... [--http 127.0.0.1:PORT [--bearer-env VAR | --bearer-file PATH | --issuer URL [--audience URL] [--jid-claim NAME] [--scopes S...] [--scope-for OP=S,...]... [--public-url URL]]] [--refresh 30s] [--tool-names mcp|strict]", stdout)
 	cf := addCallerFlags(fs)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port) instead of stdio")
 	bf := addBearerFlags(fs)

@@ -43,7 +43,10 @@ type env struct {
 	web      oauthharness.Client // a public client that logs users in (PKCE)
 }
 
-func startEnv(t *testing.T, path string) *env {
+// startEnv starts the environment of a front at path; scope, if given, is
+// the scopes the issuer may grant for the front's resource (default
+// "agents").
+func startEnv(t *testing.T, path string, scope ...string) *env {
 	t.Helper()
 	root, err := xmppharness.ModuleRoot()
 	if err != nil {
@@ -72,7 +75,7 @@ func startEnv(t *testing.T, path string) *env {
 	x.bob = oauthharness.Client{ID: "bob-app", Secret: "bob-secret-" + rand.Text(), GrantTypes: []string{"client_credentials"}, JID: "bob@example.test"}
 	x.web = oauthharness.Client{ID: "web", GrantTypes: []string{"authorization_code", "refresh_token"}, AuthMethod: "none", RedirectURIs: []string{"http://127.0.0.1:1/callback"}}
 	x.is = oauthharness.Start(t, oauthharness.Options{Clients: []oauthharness.Client{x.alice, x.bob, x.web},
-		Resources: map[string]oauthharness.Resource{x.resource: {Scope: "agents"}, x.other: {Scope: "agents"}}})
+		Resources: map[string]oauthharness.Resource{x.resource: {Scope: strings.Join(append([]string{"agents"}, scope...), " ")}, x.other: {Scope: "agents"}}})
 	return x
 }
 

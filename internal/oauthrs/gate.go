@@ -32,6 +32,10 @@ type Gate struct {
 	// Scopes are advertised (scopes_supported, the challenge's scope); the
 	// Verifier requires them.
 	Scopes []string
+	// OpScopes are the scopes an operation needs beside Scopes (the
+	// fronts' --scope-for); the fronts check them with Allow once they
+	// know the operation. They are advertised in scopes_supported too.
+	OpScopes map[Op][]string
 	// JIDClaim names the claim that holds the caller's bare JID (default
 	// "sub"; "jid" reads the claim agentgw's test issuer sets).
 	JIDClaim string
@@ -66,7 +70,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 	if claim == "" {
 		claim = "sub"
 	}
-	meta := MetadataHandler(ResourceMetadata{Resource: g.Resource, AuthorizationServers: []string{g.Issuer}, ScopesSupported: g.Scopes})
+	meta := MetadataHandler(ResourceMetadata{Resource: g.Resource, AuthorizationServers: []string{g.Issuer}, ScopesSupported: g.AllScopes()})
 	metaURL := g.MetadataURL()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == WellKnown || strings.HasPrefix(r.URL.Path, WellKnown+"/") {
@@ -92,7 +96,7 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			}
 			log.Log(r.Context(), level, "refused an HTTP request: bad access token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err.Error())
 			if errors.Is(err, ErrInsufficientScope) {
-				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+strings.Join(g.Scopes, " ")+`", resource_metadata="`+metaURL+`"`)
+				w.Header().Set("WWW-Authenticate", InsufficientScope(metaURL, g.Scopes))
 				http.Error(w, "insufficient scope", http.StatusForbidden)
 				return
 			}
@@ -106,7 +110,9 @@ func (g *Gate) Wrap(next http.Handler) http.Handler {
 			http.Error(w, "the access token names no XMPP principal", http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		ctx = context.WithValue(ctx, scopesKey{}, c.Scopes)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -8,16 +8,16 @@ import (
 	"mellium.im/xmpp/jid"
 )
 
-// PerPrincipal serves each principal the gate admits with a handler of its
-// own, made on the principal's first request (once, even when requests
+// PerPrincipal serves each principal a Gate admitted (it must run behind
+// Gate.Wrap, which names the principal) with a handler of its own, made on the principal's first request (once, even when requests
 // race) and kept until ctx ends. At most max principals are served at
 // once; one more is answered 503. A handler that could not be made is
 // answered 500, without the error (it is the make function's to log).
 // The fronts use it so one user's sessions, tasks and tool lists are
 // never reachable with another user's token.
-func (g *Gate) PerPrincipal(ctx context.Context, max int, make func(ctx context.Context, p jid.JID) (http.Handler, error)) http.Handler {
+func PerPrincipal(ctx context.Context, max int, make func(ctx context.Context, p jid.JID) (http.Handler, error)) http.Handler {
 	pp := &perPrincipal{ctx: ctx, max: max, make: make, m: map[string]*principalHandler{}}
-	return g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := PrincipalOf(r.Context())
 		ph := pp.get(p)
 		switch {
@@ -28,7 +28,7 @@ func (g *Gate) PerPrincipal(ctx context.Context, max int, make func(ctx context.
 		default:
 			ph.h.ServeHTTP(w, r)
 		}
-	}))
+	})
 }
 
 type perPrincipal struct {

@@ -553,11 +553,13 @@ func (s *Service) cancel(ctx context.Context, caller, ep, node, sid string, snap
 	// cancel at the revision read a moment ago can meet a conflict that is
 	// no settlement and no other cancel: read again and retry, so that
 	// "canceled" is never answered for a cancel that did nothing.
+	requested := false // this command's cancel was accepted
 	for attempt := 0; attempt < 5 && !snap.State.Terminal() && snap.State != agentproto.StateCancelling; attempt++ {
 		_, _, err := s.d.Engine.Cancel(ctx, tasks.CancelRequest{
 			Caller: caller, Endpoint: ep, TaskID: snap.TaskID, ExpectedRevision: snap.Revision,
 			HasReason: true, Reason: "cancelled through an ad-hoc command",
 		})
+		requested = requested || err == nil
 		switch {
 		case err == nil, errors.Is(err, tasks.ErrConflict):
 			// A conflict is a race with settlement, another cancel or a
@@ -579,8 +581,10 @@ func (s *Service) cancel(ctx context.Context, caller, ep, node, sid string, snap
 	if !snap.State.Terminal() && snap.State != agentproto.StateCancelling {
 		return nil, agentproto.ErrResourceConstraint("The task changed while it was being cancelled; send cancel again.")
 	}
+	// A backend that stops at once settles the task before the state is
+	// read again: that is this cancel's doing, not an earlier end.
 	msg := "Cancellation requested; the task is " + stateText(snap.State) + "."
-	if snap.State.Terminal() {
+	if snap.State.Terminal() && !requested {
 		msg = "The task had already finished: it is " + stateText(snap.State) + "."
 	}
 	return stage(node, sid, "canceled").Add(note("info", msg)), nil

@@ -196,6 +196,12 @@ func TestFailureInputCancel(t *testing.T) {
 	if err != nil || c.AttrValue("status") != "canceled" {
 		t.Fatalf("cancel: %v %v", c, err)
 	}
+	// The task was running: whether the backend stopped before the state
+	// was read again or not, this cancel did it, and the note must not
+	// say the task had already finished.
+	if n := noteOf(c, "info"); !strings.HasPrefix(n, "Cancellation requested") {
+		t.Fatalf("the cancel's note: %q", n)
+	}
 	r = e.untilOn(e.s, alice, "wait", sid, func(r *xmltree.Element) bool { return r.AttrValue("status") == "canceled" })
 	if !strings.Contains(noteOf(r, "info"), "was cancelled") {
 		t.Fatalf("cancelled stage: %s", r)

@@ -55,6 +55,18 @@ func parseBareJID(s string) (string, error) {
 	return j.Bare().String(), nil
 }
 
+// agentByJID is the last of cfg's [[agents]] entries for the bare JID ep,
+// nil when there is none.
+func agentByJID(cfg *config.Config, ep string) *config.Agent {
+	var agent *config.Agent
+	for i := range cfg.Agents {
+		if j, err := parseBareJID(cfg.Agents[i].JID); err == nil && j == ep {
+			agent = &cfg.Agents[i]
+		}
+	}
+	return agent
+}
+
 // printJSON writes v as indented JSON: the --json output of the operator
 // commands that print data.
 func printJSON(w io.Writer, v any) error {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/connectorbridge"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/logging"
 )
 
@@ -79,12 +78,7 @@ func runConnector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	var agent *config.Agent
-	for i := range cfg.Agents {
-		if j, err := parseBareJID(cfg.Agents[i].JID); err == nil && j == ep {
-			agent = &cfg.Agents[i]
-		}
-	}
+	agent := agentByJID(cfg, ep)
 	if agent == nil || agent.Backend != connectorbridge.Bridge.Section {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.connector] agent in %s", ep, *cfgPath)}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/agentgw/agentgw/backendkit"
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/oanbridge"
 	"github.com/agentgw/agentgw/oanbridge/oandb"
 )
@@ -62,12 +61,7 @@ func runOAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	var agent *config.Agent
-	for i := range cfg.Agents {
-		if j, err := parseBareJID(cfg.Agents[i].JID); err == nil && j == ep {
-			agent = &cfg.Agents[i]
-		}
-	}
+	agent := agentByJID(cfg, ep)
 	if agent == nil || agent.Backend != oanbridge.Bridge.Section {
 		return exitError{code: 1, msg: fmt.Sprintf("%s is not an [agents.oan] agent in %s", ep, *cfgPath)}
 	}

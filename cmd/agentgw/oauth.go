@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/mcpbridge"
 	"github.com/agentgw/agentgw/mcpbridge/mcpoauth"
 )
@@ -54,12 +53,7 @@ func runOAuth(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var agent *config.Agent
-	for i := range cfg.Agents {
-		if j, err := parseBareJID(cfg.Agents[i].JID); err == nil && j == ep {
-			agent = &cfg.Agents[i]
-		}
-	}
+	agent := agentByJID(cfg, ep)
 	m, _ := func() (*mcpbridge.Config, bool) {
 		if agent == nil {
 			return nil, false

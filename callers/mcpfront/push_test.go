@@ -50,11 +50,31 @@ func TestPushedChangeRefreshes(t *testing.T) {
 	go func() { done <- f.Run(ctx, st) }()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "1"}, &mcp.ClientOptions{Logger: quiet(),
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { notes <- struct{}{} }})
+	// Under 2026-07-28 (SEP-2575) list_changed reaches only a session whose
+	// subscriptions/listen stream the server has registered, and Connect
+	// returns once the listen request is sent, not when it is registered:
+	// a change pushed in between is, by the protocol, not this host's to
+	// hear. Wait for the server's acknowledgement, as a host must.
+	acked := make(chan struct{})
+	var ackOnce sync.Once
+	c.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "notifications/subscriptions/acknowledged" {
+				ackOnce.Do(func() { close(acked) })
+			}
+			return next(ctx, method, req)
+		}
+	})
 	cs, err := c.Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	select {
+	case <-acked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the front never acknowledged the host's subscriptions/listen")
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pa.mu.Lock()

@@ -161,6 +161,34 @@ func (in *inbox) bodies(from string) []string {
 	return out
 }
 
+// received is one chat message as the receiver sees it: its origin-id
+// (else its stanza id) and its body.
+type received struct{ id, body string }
+
+// messages lists the chat messages received from from (a bare JID prefix)
+// with the id a receiver de-duplicates by (XEP-0359 origin-id, else the
+// stanza id).
+func (in *inbox) messages(from string) []received {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []received
+	for _, m := range in.msgs {
+		if !strings.HasPrefix(m.AttrValue("from"), from) || m.AttrValue("type") == "error" {
+			continue
+		}
+		b := m.Child("", "body")
+		if b == nil {
+			continue
+		}
+		id := m.AttrValue("id")
+		if o := m.Child("urn:xmpp:sid:0", "origin-id"); o != nil && o.AttrValue("id") != "" {
+			id = o.AttrValue("id")
+		}
+		out = append(out, received{id: id, body: b.Text})
+	}
+	return out
+}
+
 func alive(p *e2e.Proc) bool {
 	select {
 	case <-p.Exited():

@@ -44,6 +44,9 @@ type e2e struct {
 	weather    *taskstest.Executor
 	// a2aArgs are extra flags of agentgw a2a.
 	a2aArgs []string
+	// secrets are values (beside the bearer) that agentgw a2a must never
+	// print: push config tokens, for example.
+	secrets []string
 }
 
 func nodeTools(tb testing.TB) (node, root string) {
@@ -113,6 +116,11 @@ func (x *e2e) startA2A(tb testing.TB) string {
 			line := sc.Text()
 			if strings.Contains(line, bearer) {
 				tb.Errorf("agentgw a2a printed the bearer token: %q", line)
+			}
+			for i, sec := range x.secrets {
+				if strings.Contains(line, sec) {
+					tb.Errorf("agentgw a2a printed secret %d", i)
+				}
 			}
 			tb.Log("agentgw a2a: " + line)
 			if i := strings.Index(line, "serving A2A on "); i >= 0 {

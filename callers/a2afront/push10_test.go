@@ -1,6 +1,7 @@
 package a2afront_test
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -84,12 +85,16 @@ func TestA2AFrontPush(t *testing.T) {
 	t.Parallel()
 	x := start(t, false)
 	x.a2aArgs = []string{"--push", "--push-allow", "127.0.0.1/32", "--push-timeout", "2s"}
+	// The config's token is a secret of the receiver: it goes to the
+	// receiver only, never to the front's log.
+	pushTok := "push-token-" + rand.Text()
+	x.secrets = []string{pushTok}
 	x.base = x.startA2A(t)
 	weather := "weather@" + x.env.Domain
 	fast, slow := newReceiver(t, false), newReceiver(t, true)
 	steps := x.runProto(t, "1.0-jsonrpc", nil,
 		map[string]any{"op": "send", "jid": weather, "skill": "wait", "data": map[string]any{}, "blocking": false},
-		map[string]any{"op": "pushcreate", "jid": weather, "taskOf": 0, "url": fast.srv.URL + "/hook", "token": "tok-1"},
+		map[string]any{"op": "pushcreate", "jid": weather, "taskOf": 0, "url": fast.srv.URL + "/hook", "token": pushTok},
 		map[string]any{"op": "pushcreate", "jid": weather, "taskOf": 0, "url": "http://127.0.0.2:9/x", "configId": "c2"},
 		map[string]any{"op": "pushcreate", "jid": weather, "taskOf": 0, "url": "http://10.1.2.3/x", "configId": "c3"},
 		map[string]any{"op": "pushcreate", "jid": weather, "taskOf": 0, "url": "http://169.254.169.254/latest", "configId": "c4"},
@@ -114,7 +119,7 @@ func TestA2AFrontPush(t *testing.T) {
 	testkit.WaitFor(t, 60*time.Second, "the cancelled state at the receiver", func() bool { return fast.got("TASK_STATE_CANCELED") })
 	fast.mu.Lock()
 	for _, tok := range fast.tokens {
-		if tok != "tok-1" {
+		if tok != pushTok {
 			t.Errorf("a notification without the config's token: %q", tok)
 		}
 	}

@@ -138,6 +138,7 @@ func TestA2AFrontOAuthUsers(t *testing.T) {
 	}
 	bad["wrong issuer"] = st.AccessToken
 	refuses(t, base+"/agents", http.MethodGet, meta, nil, bad, f)
+	keepsSecret(t, f, aliceTok, bobTok)
 	old := run(aliceTok, "0.3", map[string]any{"op": "send", "jid": vault, "skill": "echo", "data": map[string]any{"message": "0.3 too"}})
 	if o := old.Steps[0].Task; o == nil || o.State != "completed" && o.State != "TASK_STATE_COMPLETED" {
 		t.Fatalf("alice over A2A 0.3: %+v %+v", o, old.Steps[0].Error)

@@ -255,3 +255,25 @@ func refuses(t *testing.T, url, method, metaURL string, body []byte, bad map[str
 		}
 	}
 }
+
+// keepsSecret checks that no piece of the valid tokens the front accepted
+// (header, claims or signature, each over 16 characters) reached its
+// stderr: the secrets audit for access tokens at the resource servers.
+func keepsSecret(t *testing.T, f *front, toks ...string) {
+	t.Helper()
+	if len(toks) == 0 {
+		t.Fatal("keepsSecret: no tokens to look for")
+	}
+	log := f.stderr()
+	for i, tok := range toks {
+		parts := strings.Split(tok, ".")
+		if len(parts) != 3 {
+			t.Fatalf("token %d is not a JWS compact token", i)
+		}
+		for _, part := range parts {
+			if len(part) > 16 && strings.Contains(log, part) {
+				t.Errorf("the front's log carries a piece of valid token %d", i)
+			}
+		}
+	}
+}

@@ -179,6 +179,8 @@ func TestMCPFrontOAuthUsers(t *testing.T) {
 	// Hostile tokens at the front.
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
 	refuses(t, x.resource, http.MethodPost, meta, body, x.hostile(t), f)
+	// The tokens it accepted never reach its log either.
+	keepsSecret(t, f, aliceTok, bobTok)
 	// The metadata, at the path-suffixed and the root well-known URL.
 	for _, u := range []string{meta, "http://" + x.addr + "/.well-known/oauth-protected-resource"} {
 		resp, err := http.Get(u)

@@ -184,11 +184,9 @@ func (s *Server) taskCancel(w http.ResponseWriter, r *http.Request, ss *session)
 		http.Error(w, http.StatusText(max(code, http.StatusNotFound)), max(code, http.StatusNotFound))
 		return
 	}
-	// The operator cancels on the caller's behalf: the engine's cancel
-	// of the task's own caller, logged with the operator.
-	_, _, err := s.d.Engine.Cancel(r.Context(), tasks.CancelRequest{Caller: t.Caller, Endpoint: t.Endpoint, TaskID: t.ID,
-		ExpectedRevision: t.Revision, HasReason: true, Reason: "canceled by an operator in the console"})
-	s.d.Log.Info("console cancel", "operator", ss.user, "task", t.ID, "err", err)
+	// The operator cancels on the caller's behalf, by the code the admin
+	// command runs too.
+	_, err := s.d.Engine.CancelAsOperator(r.Context(), t.ID, ss.user, "console")
 	if err != nil {
 		s.flash(ss, "The task was not canceled: "+rejectText(err), false)
 	} else {

@@ -241,7 +241,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts *Option
 	// Administration from any XMPP client: the admin IQs' operations as
 	// ad-hoc commands at the gateway's JID, for [xmpp] admins only.
 	g.AdminCommands = admincmd.New(admincmd.Deps{IsAdmin: g.Policy.IsAdmin, Admin: g.Registry, Grants: g.Store.Grants,
-		SelfReg: g.Store.SelfReg, Tasks: g.Store.Tasks, IsLocal: g.Policy.IsLocal, Log: log})
+		SelfReg: g.Store.SelfReg, Tasks: g.Store.Tasks, Cancel: g.Engine.CancelAsOperator, IsLocal: g.Policy.IsLocal, Log: log})
 	g.AdminCommands.Register(g.Router)
 	deps.GatewayNodes = g.AdminCommands
 	g.Presence = dirxmpp.Register(g.Router, deps)

@@ -142,3 +142,27 @@ func cancelKey(c CancelRequest) []byte {
 	}
 	return h.Sum(nil)
 }
+
+// CancelAsOperator cancels a task on its caller's behalf, for an operator
+// acting where via names (the console, the admin command): the caller's
+// own cancel at the task's current revision, so it is idempotent, settles
+// as any cancel does and reaches the owner in a cluster. Unknown and
+// purged tasks are ErrNotFound; operator is only logged. The console and
+// the admin command both call this, so an operator's cancel means one
+// thing wherever it is made.
+func (e *Engine) CancelAsOperator(ctx context.Context, taskID, operator, via string) (int64, error) {
+	if !ids.Valid(taskID) {
+		return 0, reject(ErrBadRequest, "invalid task-id")
+	}
+	t, _, err := e.db.TaskState(ctx, taskID)
+	if err != nil {
+		return 0, err
+	}
+	if t == nil {
+		return 0, reject(ErrNotFound, "task")
+	}
+	_, rev, err := e.Cancel(ctx, CancelRequest{Caller: t.Caller, Endpoint: t.Endpoint, TaskID: t.ID,
+		ExpectedRevision: t.Revision, HasReason: true, Reason: "canceled by an operator (" + via + ")"})
+	e.log.Info("tasks: operator cancel", "operator", operator, "via", via, "task", t.ID, "err", err)
+	return rev, err
+}

@@ -47,6 +47,10 @@ type Deps struct {
 	Grants  federation.GrantStore
 	SelfReg selfregdb.Driver
 	Tasks   taskdb.Driver
+	// Cancel cancels a task on its caller's behalf for the admin
+	// (tasks.Engine.CancelAsOperator, which the console calls too); the
+	// task-cancel command is offered only with it.
+	Cancel func(ctx context.Context, taskID, operator, via string) (int64, error)
 	// IsLocal tells local principals, which grants do not govern.
 	IsLocal func(principal string) bool
 	Log     *slog.Logger
@@ -209,7 +213,7 @@ func (s *Service) command(ctx context.Context, iq component.IQ) (*xmltree.Elemen
 // refusal is a completed stage with an error note, so the form stays
 // readable in every client; only malformed submissions are IQ errors.
 func (s *Service) run(ctx context.Context, requester string, c *command, node, sid string, v map[string][]string) (*xmltree.Element, error) {
-	res, err := c.run(ctx, v)
+	res, err := c.run(withAdmin(ctx, requester, "admin command"), v)
 	var bad badInput
 	switch {
 	case errors.As(err, &bad):
@@ -265,4 +269,19 @@ func note(typ, text string) *xmltree.Element {
 func cmdError(cond *agentproto.StanzaError, app string) *agentproto.StanzaError {
 	cond.App = xmltree.New(ns.Commands, app)
 	return cond
+}
+
+type adminKey struct{}
+
+type adminCtx struct{ admin, via string }
+
+// withAdmin carries who runs a command, and from where, to the commands
+// that record it (task-cancel).
+func withAdmin(ctx context.Context, admin, via string) context.Context {
+	return context.WithValue(ctx, adminKey{}, adminCtx{admin, via})
+}
+
+func adminFrom(ctx context.Context) (admin, via string) {
+	a, _ := ctx.Value(adminKey{}).(adminCtx)
+	return a.admin, a.via
 }

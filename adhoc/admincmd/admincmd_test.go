@@ -16,6 +16,7 @@ import (
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/ids"
 	"github.com/agentgw/agentgw/store/sqlite"
+	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
@@ -28,11 +29,12 @@ const (
 const manifest = `{"agent":{"jid":"weather@agents.example.test","name":"weather","version":"1.4.0"},"manifestSpecVersion":"0","tools":[]}`
 
 type env struct {
-	t      *testing.T
-	r      *component.Router
-	db     *sqlite.DB
-	reg    *directory.Registry
-	grants federation.GrantStore
+	t       *testing.T
+	cancels []string // task-cancel calls: "task admin via"
+	r       *component.Router
+	db      *sqlite.DB
+	reg     *directory.Registry
+	grants  federation.GrantStore
 }
 
 // newEnv wires the commands as the gateway does: a real router, the real
@@ -52,12 +54,27 @@ func newEnv(t *testing.T) *env {
 	reg.SetDomain(gw)
 	pol := federation.New([]string{"example.test"}, []string{admin}, nil)
 	drv := db.Drivers()
+	e := &env{t: t}
 	cmds := admincmd.New(admincmd.Deps{IsAdmin: pol.IsAdmin, Admin: reg, Grants: drv.Grants, SelfReg: drv.SelfReg,
-		Tasks: drv.Tasks, IsLocal: pol.IsLocal})
+		Tasks: drv.Tasks, IsLocal: pol.IsLocal, Cancel: e.cancel})
 	r := component.NewRouter(jid.MustParse(gw), nil, nil)
 	cmds.Register(r)
 	dirxmpp.Register(r, dirxmpp.Deps{Domain: jid.MustParse(gw), Reader: reg, Admin: reg, Policy: pol, GatewayNodes: cmds})
-	return &env{t: t, r: r, db: db, reg: reg, grants: drv.Grants}
+	e.r, e.db, e.reg, e.grants = r, db, reg, drv.Grants
+	return e
+}
+
+// cancel stands in for tasks.Engine.CancelAsOperator (the engine's own
+// tests cover the cancel): it records the call and answers by task ID.
+func (e *env) cancel(_ context.Context, id, operator, via string) (int64, error) {
+	e.cancels = append(e.cancels, id+" "+operator+" "+via)
+	switch id {
+	case "task-settled000000000000000000000":
+		return 0, tasks.ErrConflict
+	case "task-unknown000000000000000000000":
+		return 0, tasks.ErrNotFound
+	}
+	return 3, nil
 }
 
 func (e *env) iq(from, typ string, payload *xmltree.Element) *xmltree.Element {
@@ -197,8 +214,8 @@ func TestAdminCommandsHiddenFromOthers(t *testing.T) {
 		t.Errorf("an admin's disco#info lacks commands: %s", info)
 	}
 	items := e.iq(admin, "get", xmltree.New(ns.DiscoItems, "query", "node", ns.Commands))
-	if n := strings.Count(items.String(), admincmd.NodePrefix); n != 10 {
-		t.Errorf("an admin lists %d commands, want 10: %s", n, items)
+	if n := strings.Count(items.String(), admincmd.NodePrefix); n != 11 {
+		t.Errorf("an admin lists %d commands, want 11: %s", n, items)
 	}
 	want := errOf(e.iq(user, "get", xmltree.New(ns.DiscoItems, "query", "node", "no-such-node")))
 	for _, got := range []*xmltree.Element{
@@ -218,6 +235,7 @@ func TestAdminCommandsHiddenFromOthers(t *testing.T) {
 		"non-admin execute":    errOf(e.cmd(user, "register", "", "execute", nil)),
 		"non-admin submission": errOf(e.cmd(user, "trust-grant", "adm-0123456789abcdef", "complete", map[string][]string{"principal": {"evil.example"}, "scope": {"invocation"}})),
 		"non-admin unknown":    errOf(e.cmd(user, "nosuch", "", "execute", nil)),
+		"non-admin cancel":     errOf(e.cmd(user, "task-cancel", "adm-0123456789abcdef", "complete", map[string][]string{"task": {"task-running000000000000000000000"}})),
 	} {
 		if got != unknown {
 			t.Errorf("%s differs from an unknown node:\n got %s\nwant %s", name, got, unknown)
@@ -225,6 +243,9 @@ func TestAdminCommandsHiddenFromOthers(t *testing.T) {
 	}
 	if gs, _ := e.grants.List(context.Background()); len(gs) != 0 {
 		t.Fatalf("a non-admin's submission granted: %v", gs)
+	}
+	if len(e.cancels) != 0 {
+		t.Fatalf("a non-admin's task-cancel reached the engine: %q", e.cancels)
 	}
 }
 
@@ -257,5 +278,37 @@ func TestAdminCommandsBadInput(t *testing.T) {
 	}
 	if got := e.cmd(admin, "status", "not a session id!", "complete", map[string][]string{"endpoint": {"a@b"}}).String(); !strings.Contains(got, "bad-sessionid") {
 		t.Errorf("a malformed session id: %s", got)
+	}
+}
+
+// task-cancel cancels through the engine's operator cancel, naming the
+// admin and where the command ran; refusals are fixed sentences, a
+// malformed ID a bad-payload error that reaches no engine.
+func TestAdminTaskCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.run("task-cancel", map[string][]string{"task": {"task-running000000000000000000000"}})
+	if typ, text := noteOf(c); typ != "info" || !strings.HasPrefix(text, "Cancellation of task task-running") {
+		t.Fatalf("cancel: %s %q", typ, text)
+	}
+	if len(e.cancels) != 1 || e.cancels[0] != "task-running000000000000000000000 "+admin+" admin command" {
+		t.Fatalf("engine calls %q", e.cancels)
+	}
+	for id, want := range map[string]string{
+		"task-settled000000000000000000000": "The task has already settled, or another cancellation was accepted.",
+		"task-unknown000000000000000000000": "No such endpoint, version, grant or task.",
+	} {
+		if typ, text := noteOf(e.run("task-cancel", map[string][]string{"task": {id}})); typ != "error" || text != want {
+			t.Errorf("%s: %s %q, want error %q", id, typ, text, want)
+		}
+	}
+	n := len(e.cancels)
+	first := e.cmd(admin, "task-cancel", "", "execute", nil).Child(ns.Commands, "command")
+	reply := e.cmd(admin, "task-cancel", first.AttrValue("sessionid"), "complete", map[string][]string{"task": {"<script>"}})
+	if reply.AttrValue("type") != "error" || strings.Contains(reply.String(), "script") {
+		t.Errorf("a malformed ID: %s", reply)
+	}
+	if len(e.cancels) != n {
+		t.Errorf("a malformed ID reached the engine: %q", e.cancels[n:])
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentgw/agentgw/federation"
 	"github.com/agentgw/agentgw/internal/config"
 	"github.com/agentgw/agentgw/internal/ids"
+	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/xep/dataform"
 )
 
@@ -128,8 +129,12 @@ func refusal(err error) string {
 		return "The manifest's agent.jid is outside the domain this gateway answers for."
 	case errors.Is(err, directory.ErrBadEndpoint):
 		return "That is not a valid endpoint identifier."
-	case errors.Is(err, directory.ErrNotFound), errors.Is(err, errNotFound):
+	case errors.Is(err, directory.ErrNotFound), errors.Is(err, errNotFound), errors.Is(err, tasks.ErrNotFound):
 		return "No such endpoint, version, grant or task."
+	case errors.Is(err, tasks.ErrConflict):
+		return "The task has already settled, or another cancellation was accepted."
+	case errors.Is(err, tasks.ErrServiceUnavailable):
+		return "The task cannot be cancelled now: its backend does not support cancellation, or the engine is not running."
 	}
 	return "The operation failed; the gateway's log has the reason."
 }
@@ -341,6 +346,20 @@ func table(s *Service) []*command {
 					row("retain-until", "Retained until", t.RetainUntil.UTC().Format(time.RFC3339)),
 				}}
 				return result{note: fmt.Sprintf("Task %s is %s at revision %d.", t.ID, t.State, t.Revision), form: f}, nil
+			}},
+		{name: "task-cancel", title: "Cancel a task", help: "Cancel a task on its caller's behalf, whoever invoked it; the task settles as any cancelled task does.",
+			fields:  []dataform.Field{{Var: "task", Label: "Task ID", Required: true}},
+			offered: func() bool { return d.Cancel != nil },
+			run: func(ctx context.Context, v map[string][]string) (result, error) {
+				id := one(v, "task")
+				if !ids.Valid(id) {
+					return result{}, badInput("The task field must be a task ID.")
+				}
+				admin, via := adminFrom(ctx)
+				if _, err := d.Cancel(ctx, id, admin, via); err != nil {
+					return result{}, err
+				}
+				return result{note: fmt.Sprintf("Cancellation of task %s requested; it settles as cancelled once its backend stops.", id)}, nil
 			}},
 	}
 }

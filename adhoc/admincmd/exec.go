@@ -32,7 +32,7 @@ func (s *Service) Exec(ctx context.Context, admin, name string, v map[string][]s
 	if c == nil {
 		return Outcome{}, ErrUnknownCommand
 	}
-	res, err := c.run(ctx, v)
+	res, err := c.run(withAdmin(ctx, admin, "console"), v)
 	var bad badInput
 	switch {
 	case errors.As(err, &bad):

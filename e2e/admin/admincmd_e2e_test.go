@@ -16,7 +16,9 @@ import (
 // the gateway's JID, through Prosody, driven by slixmpp's XEP-0050 client
 // as an operator's client would: an admin registers and activates a
 // manifest, reads its status, grants and revokes trust, bans and unbans,
-// and looks up another account's task; what it did lands in the store. A
+// looks up another account's task and cancels another account's running
+// task on its behalf (once; again and for an unknown task it is refused
+// with a fixed sentence); what it did lands in the store. A
 // non-admin sees no commands and gets, for every command node, what an
 // unknown node answers.
 func TestAdminCommandsSlixmpp(t *testing.T) {
@@ -37,13 +39,28 @@ func TestAdminCommandsSlixmpp(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// alice's running task, for the admin's cancel on her behalf.
+	pw, err := c.Pin(ctx, e.Endpoint("weather"), "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := c.Invoke(ctx, e.Endpoint("weather"), &agentclient.InvokeRequest{Tool: "wait", Version: pw.Manifest.Version, ManifestHash: pw.Manifest.Hash, Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	fresh := "fresh@" + e.Domain
 	path := filepath.Join(t.TempDir(), "fresh.json")
 	if err := os.WriteFile(path, []byte(admManifest(t, fresh, "2.0.0", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	checks := e2e.RunSlixmpp(t, e, "admincmd.py", "ops", "--mode", "admin", "--manifest", path, "--task", acc.TaskID)
-	e2e.RequireChecks(t, checks, "admin-listing", "admin-register", "admin-status", "admin-trust", "admin-ban", "admin-task")
+	checks := e2e.RunSlixmpp(t, e, "admincmd.py", "ops", "--mode", "admin", "--manifest", path, "--task", acc.TaskID, "--cancel-task", running.TaskID)
+	e2e.RequireChecks(t, checks, "admin-listing", "admin-register", "admin-status", "admin-trust", "admin-ban", "admin-task", "admin-task-cancel")
+	// The cancel was alice's own, made by the admin: she reads it settled.
+	st, err := c.State(ctx, e.Endpoint("weather"), running.TaskID)
+	if err != nil || st.State != "cancelled" {
+		t.Errorf("alice's task after the admin's cancel: %+v %v", st, err)
+	}
 	for _, ch := range checks {
 		if ch["check"] == "admin-task" && ch["caller"] != e.JID("alice") {
 			t.Errorf("task lookup: caller %v, want %s", ch["caller"], e.JID("alice"))

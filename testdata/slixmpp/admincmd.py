@@ -12,6 +12,7 @@ Modes:
           alike, as does executing a command there.
 """
 
+import asyncio
 import json
 import xml.etree.ElementTree as ET
 
@@ -27,6 +28,7 @@ def extra_args(p):
     p.add_argument("--mode", default="admin")
     p.add_argument("--manifest", default="")
     p.add_argument("--task", default="")
+    p.add_argument("--cancel-task", default="")
 
 
 class Admin:
@@ -67,7 +69,7 @@ class Admin:
             expect(COMMANDS in info["disco_info"]["features"], "the gateway does not advertise %s to an admin", COMMANDS)
             items = await self.cmd.get_commands(self.gw, timeout=20)
             nodes = sorted(i[1] for i in items["disco_items"]["items"])
-            for want in ("register", "activate", "deactivate", "status", "trust-grant", "trust-revoke", "trust-list", "ban", "unban", "task"):
+            for want in ("register", "activate", "deactivate", "status", "trust-grant", "trust-revoke", "trust-list", "ban", "unban", "task", "task-cancel"):
                 expect(PREFIX + want in nodes, "command %s not listed: %s", want, nodes)
             emit("admin-listing", count=len(nodes))
         with check("admin-register"):
@@ -110,6 +112,28 @@ class Admin:
                 expect(typ == "info", "task: %s %s", typ, text)
                 fields = c["form"].get_fields()
                 emit("admin-task", state=fields["state"]["value"], caller=fields["caller"]["value"])
+        if self.x.args.cancel_task:
+            with check("admin-task-cancel"):
+                c = await self.run("task-cancel", {"task": self.x.args.cancel_task})
+                typ, text = self.note(c)
+                expect(typ == "info" and text.startswith("Cancellation of task"), "task-cancel: %s %s", typ, text)
+                # The same cancel again: the task is settling or settled,
+                # so it is refused with a fixed sentence, not run twice.
+                c = await self.run("task-cancel", {"task": self.x.args.cancel_task})
+                typ2, text2 = self.note(c)
+                expect(typ2 == "error" and "already settled" in text2, "second task-cancel: %s %s", typ2, text2)
+                c = await self.run("task-cancel", {"task": "task-doesnotexist0000000000000000"})
+                typ3, text3 = self.note(c)
+                expect(typ3 == "error" and text3.startswith("No such"), "unknown task-cancel: %s %s", typ3, text3)
+                state = ""
+                for _ in range(100):
+                    c = await self.run("task", {"task": self.x.args.cancel_task})
+                    state = c["form"].get_fields()["state"]["value"]
+                    if state == "cancelled":
+                        break
+                    await asyncio.sleep(0.1)
+                expect(state == "cancelled", "after task-cancel the task is %s", state)
+                emit("admin-task-cancel", note=text, again=text2, state=state)
 
     async def other(self):
         with check("other-hidden"):

@@ -158,3 +158,19 @@ func TestDoctorJSON(t *testing.T) {
 		t.Error("the JSON carries the component secret")
 	}
 }
+
+// version --json names the version and the Go release, as the text does.
+func TestVersionJSON(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var v struct {
+		Version, Go string
+		Settings    map[string]string
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version --json: %+v %v\n%s", v, err, out.String())
+	}
+}

@@ -16,12 +16,15 @@ func init() {
 	register(command{name: "task", summary: "query, cancel or answer a task: task state|result|cancel|input AGENT_JID TASK_ID", run: runTask})
 }
 
-const taskSynopsis = `task state  --jid JID AGENT_JID TASK_ID
-       agentgw task result --jid JID AGENT_JID TASK_ID
-       agentgw task cancel --jid JID [--reason TEXT] [--revision N] AGENT_JID TASK_ID
-       agentgw task input  --jid JID --request-id ID --input JSON [--revision N] AGENT_JID TASK_ID
+const taskSynopsis = `task state  --jid JID [--json] AGENT_JID TASK_ID
+       agentgw task result --jid JID [--json] AGENT_JID TASK_ID
+       agentgw task cancel --jid JID [--json] [--reason TEXT] [--revision N] AGENT_JID TASK_ID
+       agentgw task input  --jid JID [--json] --request-id ID --input JSON [--revision N] AGENT_JID TASK_ID
 
-Without --revision, cancel and input use the task's current revision.`
+Without --revision, cancel and input use the task's current revision.
+--json prints the answer as one JSON object (state: the task's state
+fields; result: state, revision and the terminal event's payload as the
+gateway sent it; cancel and input: the accepted revision).`
 
 func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sub, err := subcommand(args, taskSynopsis, "missing subcommand: state, result, cancel or input", stdout)
@@ -34,6 +37,7 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	revision := fs.Int64("revision", -1, "expected revision (default: current)")
 	requestID := fs.String("request-id", "", "input request id (input)")
 	input := fs.String("input", "", "input JSON (input)")
+	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -76,6 +80,9 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			return printJSON(stdout, stateJSON(st))
+		}
 		printState(stdout, st)
 	case "result":
 		r, err := c.Result(ctx, ep, taskID)
@@ -84,6 +91,13 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return exitError{code: 1, msg: "the task has not settled yet; try `agentgw task state`"}
 			}
 			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, struct {
+				State    string          `json:"state"`
+				Revision int64           `json:"revision"`
+				Payload  json.RawMessage `json:"payload"`
+			}{string(r.State), r.Revision, r.Payload})
 		}
 		fmt.Fprintf(stdout, "state %s at revision %d\n", r.State, r.Revision)
 		printPayload(stdout, r.State, r.Payload)
@@ -100,6 +114,9 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			return printJSON(stdout, accepted{acc})
+		}
 		fmt.Fprintf(stdout, "cancellation accepted at revision %d; cancellation is advisory, the task settles on its own\n", acc)
 	case "input":
 		rev, err := current()
@@ -110,9 +127,37 @@ func runTask(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		if *asJSON {
+			return printJSON(stdout, accepted{acc})
+		}
 		fmt.Fprintf(stdout, "input accepted at revision %d\n", acc)
 	}
 	return nil
+}
+
+// accepted is the --json answer of task cancel and task input.
+type accepted struct {
+	AcceptedRevision int64 `json:"acceptedRevision"`
+}
+
+// stateJSON is task state --json: the state fields under stable names,
+// the pending input request as the gateway sent it.
+func stateJSON(st *agentclient.TaskState) any {
+	return struct {
+		TaskID          string          `json:"taskId"`
+		Endpoint        string          `json:"endpoint"`
+		APIVersion      string          `json:"apiVersion"`
+		ManifestHash    string          `json:"manifestHash"`
+		State           string          `json:"state"`
+		Revision        int64           `json:"revision"`
+		Created         string          `json:"created"`
+		Updated         string          `json:"updated"`
+		RetainUntil     string          `json:"retainUntil"`
+		Deadline        string          `json:"deadline,omitempty"`
+		ResultAvailable bool            `json:"resultAvailable"`
+		PendingInput    json.RawMessage `json:"pendingInput,omitempty"`
+	}{st.TaskID, st.Endpoint, st.APIVersion, st.ManifestHash, string(st.State), st.Revision, st.Created, st.Updated,
+		st.RetainUntil, st.Deadline, st.ResultAvailable, st.PendingInput}
 }
 
 func printState(w io.Writer, st *agentclient.TaskState) {

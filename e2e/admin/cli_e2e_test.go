@@ -98,10 +98,21 @@ func TestCLIE2E(t *testing.T) {
 	})
 	out = run(0, "task", "state", weather, acc.TaskID)
 	mustContain("task state", out, "task        "+acc.TaskID, "state       running at revision 1", "result      available=false")
+	var js struct {
+		TaskID, State   string
+		Revision        int64
+		ResultAvailable bool
+	}
+	if out := run(0, "task", "state", "--json", weather, acc.TaskID); json.Unmarshal([]byte(out), &js) != nil ||
+		js.TaskID != acc.TaskID || js.State != "running" || js.Revision != 1 || js.ResultAvailable {
+		t.Fatalf("task state --json: %+v from %q", js, out)
+	}
 	out = run(1, "task", "result", weather, acc.TaskID)
 	mustContain("task result before the end", out, "has not settled yet")
-	out = run(0, "task", "cancel", "--reason", "enough", weather, acc.TaskID)
-	mustContain("task cancel", out, "cancellation accepted at revision")
+	var ja struct{ AcceptedRevision int64 }
+	if out := run(0, "task", "cancel", "--json", "--reason", "enough", weather, acc.TaskID); json.Unmarshal([]byte(out), &ja) != nil || ja.AcceptedRevision != 2 {
+		t.Fatalf("task cancel --json: %+v from %q", ja, out)
+	}
 	var state string
 	testkit.WaitFor(t, 30*time.Second, "task state to show cancelled", func() bool {
 		state = run(0, "task", "state", weather, acc.TaskID)
@@ -110,6 +121,15 @@ func TestCLIE2E(t *testing.T) {
 	mustContain("task state after cancel", state, "result      available=true")
 	out = run(0, "task", "result", weather, acc.TaskID)
 	mustContain("task result after cancel", out, "state cancelled at revision", "cancelled")
+	var jr struct {
+		State    string
+		Revision int64
+		Payload  json.RawMessage
+	}
+	if out := run(0, "task", "result", "--json", weather, acc.TaskID); json.Unmarshal([]byte(out), &jr) != nil ||
+		jr.State != "cancelled" || jr.Revision < 2 || !json.Valid(jr.Payload) || len(jr.Payload) == 0 {
+		t.Fatalf("task result --json: %+v from %q", jr, out)
+	}
 	t.Logf("task state after cancel:\n%s\ntask result:\n%s", state, out)
 	out = run(1, "task", "state", weather, "task-doesnotexist0000000000000000")
 	mustContain("task state of an unknown task", out, "item-not-found")

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/jid"
@@ -150,4 +154,78 @@ func BenchmarkEncodeStanza(b *testing.B) {
 			buf, _ = appendStanza(buf[:0], el)
 		}
 	})
+}
+
+// cutConn accepts limit bytes, then fails every write.
+type cutConn struct {
+	net.Conn // nil: only Write, Close and deadlines are used
+	limit    int
+	got      bytes.Buffer
+	closed   bool
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	n := min(len(p), c.limit-c.got.Len())
+	c.got.Write(p[:n])
+	if n < len(p) {
+		return n, errors.New("connection reset")
+	}
+	return n, nil
+}
+func (c *cutConn) Close() error                     { c.closed = true; return nil }
+func (c *cutConn) SetWriteDeadline(time.Time) error { return nil }
+
+// TestBurstWriteFailureCarries: a write that fails part way keeps every
+// stanza not wholly written, in order, for the next stream; the ones
+// before it count as sent.
+func TestBurstWriteFailureCarries(t *testing.T) {
+	var items []outItem
+	var ends []int
+	var all []byte
+	for i := range 4 {
+		el := NewMessage(fmt.Sprintf("m%d", i), jid.MustParse("echo@agents.example.test"), jid.MustParse("a@example.test"),
+			xmltree.New("urn:x", "x").WithText(strings.Repeat("y", 100)))
+		items = append(items, outItem{el: el})
+		all, _ = appendStanza(all, el)
+		ends = append(ends, len(all))
+	}
+	conn := &cutConn{limit: ends[1] + 10} // the third stanza is cut
+	sess, err := xmpp.NewSession(context.Background(), jid.MustParse("agents.example.test"), jid.MustParse("agents.example.test"),
+		struct {
+			io.Reader
+			io.Writer
+		}{strings.NewReader(""), io.Discard}, 0,
+		func(_ context.Context, _, o *stream.Info, _ *xmpp.Session, _ interface{}) (xmpp.SessionState, io.ReadWriter, interface{}, error) {
+			o.XMLNS = NSComponent
+			return xmpp.Ready | xmpp.Authn, nil, nil, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Component{}
+	w := &burstWriter{c: c, sess: sess, conn: conn}
+	if w.write(context.Background(), items) {
+		t.Fatal("write reported success")
+	}
+	if !conn.closed {
+		t.Error("connection not dropped")
+	}
+	if got := c.sent.Load(); got != 2 {
+		t.Errorf("sent %d, want 2", got)
+	}
+	if len(c.carry) != 2 || c.carry[0].el != items[2].el || c.carry[1].el != items[3].el {
+		t.Fatalf("carry %v, want the third and fourth stanzas", c.carry)
+	}
+	if !bytes.Equal(conn.got.Bytes(), all[:ends[1]+10]) {
+		t.Error("bytes written differ from the encoded burst")
+	}
+	// The next stream writes the carried stanzas first, whole.
+	conn2 := &cutConn{limit: 1 << 20}
+	w2 := &burstWriter{c: c, sess: sess, conn: conn2}
+	if !w2.write(context.Background(), c.carry) {
+		t.Fatal("second write failed")
+	}
+	if !bytes.Equal(conn2.got.Bytes(), all[ends[1]:]) {
+		t.Errorf("carried bytes\n got %s\nwant %s", conn2.got.Bytes(), all[ends[1]:])
+	}
 }

@@ -83,7 +83,7 @@ func render(outcomes []Outcome, res *Results, dir string, mc Machine) string {
 	w("These machines are shared and noisy (see the load averages under Machine), so the ratio is the number to track; ")
 	w("absolute figures move with whatever else runs.\n\n")
 
-	w("## Goals (issue 23)\n\n")
+	w("## Goals (issue 34)\n\n")
 	w("Every goal beside its baseline from the same run; a missed goal names its largest measured cost, computed from this run's figures (the stages breakdown, the CPU figures, the parts of a lag). ")
 	w("The previous wave's targets are kept in the Results table as secondary lines, marked \"(wave 2)\": they compare with baselines that are not like-for-like, so they no longer count.\n\n")
 	w("| Goal | Figure | Baseline (same run) | Now | Goal | Verdict |\n")

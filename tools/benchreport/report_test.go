@@ -173,10 +173,11 @@ func TestGoalRows(t *testing.T) {
 		outcomes = append(outcomes, r.evaluate(res))
 	}
 	want := map[string]string{
-		"cpu32-gateway": "missed: largest measured cost: the gateway's own work, 467 µs of CPU per task above the trivial component's 88.0 µs for the same stanzas (engine commits, the MCP client, encode and decode; BenchmarkEchoCPU/callers=32); server-everything spends another 1275 µs per task, not counted; Prosody 380 µs against 349 µs",
-		"cpu1-gateway":  "met",
-		"cpu1-prosody":  "missed: largest measured cost: Prosody woke 2.74 times per task serving the gateway against 1.99 for the trivial component",
-		"cpu32-prosody": "met",
+		"cpu32-gateway":       "missed: largest measured cost: the gateway's own work, 467 µs of CPU per task above the trivial component's 88.0 µs for the same stanzas (engine commits, the MCP client, encode and decode; BenchmarkEchoCPU/callers=32); server-everything spends another 1275 µs per task, not counted; Prosody 380 µs against 349 µs",
+		"cpu1-gateway":        "met",
+		"cpu1-prosody":        "missed: largest measured cost: Prosody woke 2.74 times per task serving the gateway against 1.99 for the trivial component",
+		"cpu32-prosody":       "met",
+		"cpu32-prosody-busy":  "missed: largest measured cost: the rate, not extra stanzas: Prosody was busy throughout (0.063 and 0.0007 wake-ups per task), and served the gateway at 805 calls/s against the trivial component's 1926, so fewer stanzas shared each of its loop iterations; 439 µs of its CPU per task above the trivial component's 527 µs",
 		"admission-vs-events": "missed: largest measured cost: CPU in the gateway's process, 1176 µs per admission against 500 µs with the trivial component (+676 µs, the gateway's own), with that process at 100 % of a core and Prosody at 80.0 % (98.0 % in the baseline); in the echo call's breakdown the largest part is the three commits",
 		"mcp32-vs-ceiling":    "met",
 		// Commits 1.0+0.8+0.7 = 2.5 ms of the traced 3.2 ms.
@@ -218,6 +219,20 @@ func TestGoalRows(t *testing.T) {
 	}
 	if got := strings.Join(ids, " "); got != "admission-vs-events mcp1-vs-ceiling conc-lag-p99" {
 		t.Errorf("profiles to take: %q", got)
+	}
+
+	// A busy Prosody (hardly any wake-ups) is explained by the rate.
+	busy, err := Parse(strings.NewReader("pkg: github.com/agentgw/agentgw/e2e/bench\n" +
+		"BenchmarkEchoCPU/callers=32-2   	 1	 1 ns/op	 966 gw-server-cpu-µs/task	 527 ceiling-server-cpu-µs/task	 0.063 gw-server-wakeups/task	 0.0007 ceiling-server-wakeups/task	 805 gw-calls/s	 1926 ceiling-calls/s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Rows() {
+		if r.ID == "cpu32-prosody" {
+			if v := r.evaluate(busy).verdict(busy); !strings.HasPrefix(v, want["cpu32-prosody-busy"]) {
+				t.Errorf("busy Prosody verdict %q, want prefix %q", v, want["cpu32-prosody-busy"])
+			}
+		}
 	}
 
 	// The ceiling verdict of a figure target (no production row has one

@@ -82,7 +82,7 @@ type Component struct {
 
 	mu        sync.Mutex
 	onConnect []func(context.Context)
-	carry     *outItem // the stanza whose write failed; first on the next stream
+	carry     []outItem // the stanzas whose write failed; first on the next stream
 
 	dropReason atomic.Pointer[error] // why we closed the current connection ourselves
 
@@ -387,77 +387,184 @@ func (c *Component) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// writer is the only goroutine that writes stanzas to the stream.
+// writer is the only goroutine that writes stanzas to the stream. It
+// takes what is already queued when it wakes (up to maxBurst stanzas) and
+// writes it with one syscall, so a busy gateway makes Prosody read and
+// route a burst at once instead of one stanza per wake-up.
 func (c *Component) writer(runCtx, connCtx context.Context, sess *xmpp.Session, conn net.Conn) {
 	c.mu.Lock()
 	carry := c.carry
 	c.carry = nil
 	c.mu.Unlock()
-	if carry != nil && !c.write(connCtx, sess, conn, *carry) {
+	w := &burstWriter{c: c, sess: sess, conn: conn}
+	if len(carry) > 0 && !w.write(connCtx, carry) {
 		return
 	}
+	items := make([]outItem, 0, maxBurst)
 	for {
+		items = items[:0]
 		select {
 		case it := <-c.prio:
-			if !c.write(connCtx, sess, conn, it) {
+			items = append(items, it)
+		default:
+			select {
+			case it := <-c.prio:
+				items = append(items, it)
+			case it := <-c.queue:
+				items = append(items, it)
+			case <-connCtx.Done():
+				return
+			case <-runCtx.Done():
+				c.drain(connCtx, w)
+				// End our stream and give the server a moment to end its own;
+				// Serve returns when it does.
+				_ = sess.Close()
+				_ = conn.SetReadDeadline(time.Now().Add(closeGrace))
 				return
 			}
+		}
+		items = c.collect(items)
+		if !w.write(connCtx, items) {
+			return
+		}
+	}
+}
+
+// collect appends what is queued right now, pings first, without waiting.
+func (c *Component) collect(items []outItem) []outItem {
+	for len(items) < maxBurst {
+		select {
+		case it := <-c.prio:
+			items = append(items, it)
 			continue
 		default:
 		}
 		select {
-		case it := <-c.prio:
-			if !c.write(connCtx, sess, conn, it) {
-				return
-			}
 		case it := <-c.queue:
-			if !c.write(connCtx, sess, conn, it) {
-				return
-			}
-		case <-connCtx.Done():
-			return
-		case <-runCtx.Done():
-			c.drain(connCtx, sess, conn)
-			// End our stream and give the server a moment to end its own;
-			// Serve returns when it does.
-			_ = sess.Close()
-			_ = conn.SetReadDeadline(time.Now().Add(closeGrace))
-			return
+			items = append(items, it)
+		default:
+			return items
 		}
 	}
+	return items
 }
 
 // drain writes what is already queued, for at most closeGrace.
-func (c *Component) drain(connCtx context.Context, sess *xmpp.Session, conn net.Conn) {
+func (c *Component) drain(connCtx context.Context, w *burstWriter) {
 	ctx, cancel := context.WithTimeout(connCtx, closeGrace)
 	defer cancel()
+	// A server that stops reading must not hold the shutdown: the raw
+	// writes have no context of their own.
+	_ = w.conn.SetWriteDeadline(time.Now().Add(closeGrace))
+	defer w.conn.SetWriteDeadline(time.Time{})
 	for ctx.Err() == nil {
-		select {
-		case it := <-c.queue:
-			if !c.write(ctx, sess, conn, it) {
-				return
-			}
-		default:
+		items := c.collect(nil)
+		if len(items) == 0 || !w.write(ctx, items) {
 			return
 		}
 	}
 }
 
-// write sends one stanza. On failure it keeps the stanza for the next
-// stream and closes the connection so that Serve returns.
-func (c *Component) write(ctx context.Context, sess *xmpp.Session, conn net.Conn, it outItem) bool {
-	if it.iq != nil && !c.pending.live(it.id, it.iq) {
-		return true // its caller already got an error
+// Bounds of one burst: stanzas taken from the queue at once, and the bytes
+// encoded before they are written (a burst of large stanzas goes out in
+// several writes).
+const (
+	maxBurst      = 64
+	maxBurstBytes = 64 << 10
+)
+
+// burstWriter encodes stanzas into one buffer and writes it with one
+// syscall.
+type burstWriter struct {
+	c    *Component
+	sess *xmpp.Session
+	conn net.Conn
+	buf  []byte
+	ends []int // where each item since the last flush ends in buf, or skipped
+}
+
+// write sends items in order. On failure every stanza not wholly handed
+// to the kernel (the failed one and all after it, as with one write per
+// stanza) is kept for the next stream, and the connection is closed so
+// that Serve returns.
+func (w *burstWriter) write(ctx context.Context, items []outItem) bool {
+	w.buf, w.ends = w.buf[:0], w.ends[:0]
+	first := 0 // the first item in the buffer
+	for i := range items {
+		it := items[i]
+		if it.iq != nil && !w.c.pending.live(it.id, it.iq) {
+			// Its caller already got an error; a place holder keeps ends
+			// aligned with items.
+			w.ends = append(w.ends, skipped)
+			continue
+		}
+		var ok bool
+		if w.buf, ok = appendStanza(w.buf, it.el); ok {
+			w.ends = append(w.ends, len(w.buf))
+			if len(w.buf) < maxBurstBytes {
+				continue
+			}
+			if !w.flush(items, first) {
+				return false
+			}
+			first = i + 1
+			continue
+		}
+		// An unusual shape: flush what is buffered, then let mellium
+		// encode this one.
+		if !w.flush(items, first) {
+			return false
+		}
+		if err := w.sess.Send(ctx, it.el.Tokens()); err != nil {
+			w.fail(items[i:], err)
+			return false
+		}
+		w.c.sent.Add(1)
+		first = i + 1
 	}
-	if err := sess.Send(ctx, it.el.Tokens()); err != nil {
-		c.mu.Lock()
-		c.carry = &it
-		c.mu.Unlock()
-		c.drop(conn, fmt.Errorf("%w: %w", errWriteFailed, err))
+	return w.flush(items, first)
+}
+
+// skipped marks, in burstWriter.ends, a request that was not written.
+const skipped = -1
+
+// flush writes the buffer, which holds items[first:] up to the last one
+// encoded (some skipped), and empties it.
+func (w *burstWriter) flush(items []outItem, first int) bool {
+	if len(w.buf) == 0 {
+		w.ends = w.ends[:0]
+		return true
+	}
+	// Hold mellium's output lock, as its own writes do: a stream error it
+	// sends when Serve fails must not land inside a stanza.
+	tw := w.sess.TokenWriter()
+	n, err := w.conn.Write(w.buf)
+	_ = tw.Close()
+	written, sent := 0, 0
+	for _, end := range w.ends {
+		if end > n {
+			break
+		}
+		written++
+		if end != skipped {
+			sent++
+		}
+	}
+	w.c.sent.Add(uint64(sent))
+	w.buf, w.ends = w.buf[:0], w.ends[:0]
+	if err != nil {
+		w.fail(items[first+written:], err)
 		return false
 	}
-	c.sent.Add(1)
 	return true
+}
+
+// fail keeps rest for the next stream and drops the connection.
+func (w *burstWriter) fail(rest []outItem, err error) {
+	w.c.mu.Lock()
+	w.c.carry = append([]outItem(nil), rest...)
+	w.c.mu.Unlock()
+	w.c.drop(w.conn, fmt.Errorf("%w: %w", errWriteFailed, err))
 }
 
 // keepalive pings the server after PingInterval without inbound traffic and

@@ -123,7 +123,7 @@ type Row struct {
 	// the same traffic; when the target is missed, the report says whether
 	// that ceiling itself meets the target.
 	Ceiling string
-	// Goal is the row's line in issue 23's goal table; goal rows are
+	// Goal is the row's line in issue 34's goal table; goal rows are
 	// listed, in goalOrder, under "Goals".
 	Goal string
 	// Cost names the largest measured cost of the figure from the run's
@@ -343,23 +343,49 @@ func Rows() []Row {
 		{ID: "mcp-bridge", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo), per call",
 			Figure: nsMS("mcpbridge", "BenchmarkEchoBackend"), Baseline: ptr(nsMS("mcpbridge", "BenchmarkEchoDirect")), BaseNote: "go-sdk direct"},
 
-		// CPU per call (issue 23 item 3): /proc utime+stime of each process
-		// over the timed phases, divided by the tasks completed.
+		// CPU per call (issue 23 item 3; goals of issue 34): /proc
+		// utime+stime of each process over the timed phases, divided by
+		// the tasks completed. No profile: the gateway is a process of its
+		// own, which the test binary's -cpuprofile does not see.
 		{ID: "cpu1-gateway", Scenario: "CPU per MCP echo task, 1 caller: `agentgw serve` process (server-everything's own CPU not included)",
 			Figure:   Metric{Pkg: gwt, Bench: cpu1, Unit: "gw-cpu-µs/task", Show: "µs/task"},
 			Baseline: &Metric{Pkg: gwt, Bench: cpu1, Unit: "ceiling-cpu-µs/task", Show: "µs/task"},
-			BaseNote: "trivial component process sending the same stanzas (accepted, running, completed), same run"},
+			BaseNote: "trivial component process sending the same stanzas (accepted, running, completed), same run",
+			Goal:     "CPU per MCP echo task, 1 caller (BenchmarkEchoCPU), against the trivial component",
+			Target:   &Target{OnRatio: true, Op: "<=", Value: 4, Text: "≤ 4× the trivial component"},
+			Cost:     cpuCost(cpu1)},
 		{ID: "cpu32-gateway", Scenario: "CPU per MCP echo task, 32 callers: `agentgw serve` process",
 			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-cpu-µs/task", Show: "µs/task"},
 			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-cpu-µs/task", Show: "µs/task"},
-			BaseNote: "trivial component process, same stanzas, 32 callers, same run"},
+			BaseNote: "trivial component process, same stanzas, 32 callers, same run",
+			Goal:     "CPU per MCP echo task, 32 callers (BenchmarkEchoCPU), against the trivial component",
+			Target:   &Target{OnRatio: true, Op: "<=", Value: 2.5, Text: "≤ 2.5× the trivial component"},
+			Cost:     cpuCost(cpu32)},
 		{ID: "mcp-bridge-cpu", Scenario: "MCP bridge alone (Backend.Execute → server-everything echo): CPU of the bridge's process per call (node not included)",
 			Figure: Metric{Pkg: "mcpbridge", Bench: "BenchmarkEchoBackend", Unit: "cpu-µs/call", Show: "µs/call"}},
 		{ID: "cpu32-backend", Scenario: "CPU per MCP echo task, 32 callers: server-everything (node, the gateway's child)",
 			Figure: Metric{Pkg: gwt, Bench: cpu32, Unit: "backend-cpu-µs/task", Show: "µs/task"}},
+		{ID: "cpu1-prosody", Scenario: "CPU per MCP echo task, 1 caller: Prosody serving the gateway",
+			Figure:   Metric{Pkg: gwt, Bench: cpu1, Unit: "gw-server-cpu-µs/task", Show: "µs/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu1, Unit: "ceiling-server-cpu-µs/task", Show: "µs/task"},
+			BaseNote: "Prosody serving the trivial component, same run",
+			Goal:     "Prosody's CPU per MCP echo task, 1 caller, against Prosody serving the trivial component",
+			Target:   &Target{OnRatio: true, Op: "<=", Value: 1.1, Text: "≤ 1.1× Prosody serving the trivial component"},
+			Cost:     prosodyCost(cpu1)},
 		{ID: "cpu32-prosody", Scenario: "CPU per MCP echo task, 32 callers: Prosody serving the gateway",
 			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-server-cpu-µs/task", Show: "µs/task"},
 			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-server-cpu-µs/task", Show: "µs/task"},
+			BaseNote: "Prosody serving the trivial component, same run",
+			Goal:     "Prosody's CPU per MCP echo task, 32 callers, against Prosody serving the trivial component",
+			Target:   &Target{OnRatio: true, Op: "<=", Value: 1.1, Text: "≤ 1.1× Prosody serving the trivial component"},
+			Cost:     prosodyCost(cpu32)},
+		{ID: "cpu1-prosody-wakeups", Scenario: "Prosody's wake-ups per MCP echo task, 1 caller (voluntary context switches: one per burst of input it reads)",
+			Figure:   Metric{Pkg: gwt, Bench: cpu1, Unit: "gw-server-wakeups/task", Show: "wake-ups/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu1, Unit: "ceiling-server-wakeups/task", Show: "wake-ups/task"},
+			BaseNote: "Prosody serving the trivial component, same run"},
+		{ID: "cpu32-prosody-wakeups", Scenario: "Prosody's wake-ups per MCP echo task, 32 callers",
+			Figure:   Metric{Pkg: gwt, Bench: cpu32, Unit: "gw-server-wakeups/task", Show: "wake-ups/task"},
+			Baseline: &Metric{Pkg: gwt, Bench: cpu32, Unit: "ceiling-server-wakeups/task", Show: "wake-ups/task"},
 			BaseNote: "Prosody serving the trivial component, same run"},
 
 		// Connector echo.
@@ -451,14 +477,20 @@ func Rows() []Row {
 			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "undelivered-events")},
 		{ID: "conc-lag-p50", Scenario: "1,000 concurrent tasks: event lag (executor report → caller receipt), p50",
 			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "lag-p50-ms")},
-		{ID: "conc-lag-p99", Scenario: "1,000 concurrent tasks: event lag, p99",
+		// Issue 34 retired the < 50 ms goal: the XMPP path alone cannot
+		// deliver a wave of 1,000 events that fast on one Prosody thread.
+		// The lag is held to the XMPP path's own for the same waves.
+		{ID: "conc-lag-p99", Scenario: "1,000 concurrent tasks: event lag, p99, against the XMPP path alone for the same waves",
 			Figure: m(gwt, "BenchmarkConcurrentTasks1000", "lag-p99-ms"), Baseline: mp(gwt, "BenchmarkConcurrentTasks1000XMPPCeiling", "lag-p99-ms"),
 			BaseNote: "trivial component sending the same events in the same waves, no persistence",
-			Goal:     "1,000 concurrent long tasks, event lag p99",
-			Target:   &Target{Op: "<", Value: 50, Text: "< 50 ms"},
+			Goal:     "1,000 concurrent long tasks, event lag p99, against the XMPP path alone",
+			Target:   &Target{OnRatio: true, Op: "<=", Value: 1, Text: "at or below the XMPP path alone"},
 			Profile:  &Profile{Pkg: gwt, Bench: "BenchmarkConcurrentTasks1000$", Benchtime: "1x"},
-			Ceiling:  "conc-ceiling-lag-p99",
 			Cost:     lagCost},
+		{ID: "conc-lag-p99-50ms", Scenario: "1,000 concurrent tasks: event lag, p99 (the retired absolute goal)",
+			Figure:  m(gwt, "BenchmarkConcurrentTasks1000", "lag-p99-ms"),
+			Target:  &Target{Op: "<", Value: 50, Text: "< 50 ms (wave 3, retired by issue 34)", Secondary: true},
+			Ceiling: "conc-ceiling-lag-p99"},
 		{ID: "conc-ceiling-lag-p50", Scenario: "XMPP path alone for the same event waves (trivial component: 1,000 tasks, 5 progress each 200 ms apart, then completed), event lag p50",
 			Figure: m(gwt, "BenchmarkConcurrentTasks1000XMPPCeiling", "lag-p50-ms")},
 		{ID: "conc-ceiling-lag-p99", Scenario: "XMPP path alone for the same event waves, event lag p99",

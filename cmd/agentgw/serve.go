@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/agentgw/agentgw/backendkit"
 	"github.com/agentgw/agentgw/component"
@@ -38,6 +39,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
+	}
+	if stopProfile := startCPUProfile(stderr); stopProfile != nil {
+		defer stopProfile()
 	}
 	if os.Getenv("GOGC") == "" {
 		// The directory index is long-lived and the garbage of each
@@ -88,4 +92,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("agentgw stopped")
 	return nil
+}
+
+// startCPUProfile writes a CPU profile of the whole run to the file named by
+// AGENTGW_CPUPROFILE, for benchmarks that measure `agentgw serve` as a
+// process of its own (issue 34's cost model); it is written on a clean
+// exit (SIGTERM). Unset, it does nothing.
+func startCPUProfile(stderr io.Writer) func() {
+	path := os.Getenv("AGENTGW_CPUPROFILE")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(stderr, "agentgw: cpu profile: %v\n", err)
+		return nil
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(stderr, "agentgw: cpu profile: %v\n", err)
+		f.Close()
+		return nil
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }

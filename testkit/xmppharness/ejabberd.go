@@ -32,25 +32,23 @@ type EjabberdOptions struct {
 	// (mod_http_upload) on a plain-HTTP listener (Server.HTTPAddr), open
 	// to every JID, components included.
 	HTTPUpload bool
-	// Tenants, when > 0, adds that many extra virtual hosts
-	// t<i>.<Domain>, each with its own component domain
-	// agents.t<i>.<Domain> on its own listener (the snippet rendered
-	// once per tenant) and its own secret. SharedEjabberd hands them out
-	// one per test. HTTPUpload serves the main domain only.
-	Tenants int
 }
 
 // LaunchEjabberd writes a private config dir and runs
 // "ejabberdctl ... foreground", returning once the C2S and component ports
 // accept connections.
 func LaunchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, error) {
-	s, _, err := launchEjabberd(ctx, o)
+	s, _, err := launchEjabberd(ctx, o, 0)
 	return s, err
 }
 
-// launchEjabberd is LaunchEjabberd that also returns the o.Tenants tenant
-// views of the server (see tenantView).
-func launchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, []*Server, error) {
+// launchEjabberd is LaunchEjabberd with that many tenants: extra virtual
+// hosts t<i>.<Domain>, each with its own component domain
+// agents.t<i>.<Domain> on its own listener (the snippet rendered once per
+// tenant) and its own secret. It returns the node and one view per tenant
+// (Server.host set), which SharedEjabberd hands out one per test.
+// HTTPUpload serves the main domain only.
+func launchEjabberd(ctx context.Context, o EjabberdOptions, tenants int) (*Server, []*Server, error) {
 	ctl, err := exec.LookPath("ejabberdctl")
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: ejabberdctl", ErrNotInstalled)
@@ -77,7 +75,7 @@ func launchEjabberd(ctx context.Context, o EjabberdOptions) (*Server, []*Server,
 	// Tenant i is the virtual host t<i>.<Domain> with the component
 	// agents.t<i>.<Domain>; the certificate names every host.
 	type tenant struct{ domain, comp, secret string }
-	tenantList := make([]tenant, o.Tenants)
+	tenantList := make([]tenant, tenants)
 	names := []string{o.Domain, o.ComponentDomain}
 	for i := range tenantList {
 		d := "t" + strconv.Itoa(i+1) + "." + o.Domain
@@ -294,10 +292,10 @@ modules:
 	if err := s.launch(ctx); err != nil {
 		return nil, nil, err
 	}
-	tenants := make([]*Server, len(tenantList))
+	views := make([]*Server, len(tenantList))
 	for i, tn := range tenantList {
 		tn := tn
-		tenants[i] = &Server{
+		views[i] = &Server{
 			Kind:            KindEjabberd,
 			Dir:             dir,
 			ConfigPath:      cfgPath,
@@ -315,7 +313,7 @@ modules:
 			host: s,
 		}
 	}
-	return s, tenants, nil
+	return s, views, nil
 }
 
 func concatFiles(dst string, srcs ...string) error {

@@ -119,8 +119,8 @@ type ejabberdPool struct {
 // servers when the tests end (SharedEjabberd fails the test without it).
 func SharedEjabberd(t testing.TB, o EjabberdOptions) *Server {
 	t.Helper()
-	if o.HTTPUpload || o.Dir != "" || o.Tenants != 0 {
-		t.Fatal("xmppharness: SharedEjabberd takes no HTTPUpload, Dir or Tenants; use StartEjabberd")
+	if o.HTTPUpload || o.Dir != "" {
+		t.Fatal("xmppharness: SharedEjabberd takes no HTTPUpload or Dir; use StartEjabberd")
 	}
 	if o.Snippet == "" {
 		o.Snippet = EjabberdSnippet
@@ -145,10 +145,10 @@ func SharedEjabberd(t testing.TB, o EjabberdOptions) *Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Dir, o.Tenants = dir, sharedTenants
+		o.Dir = dir
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		s, tenants, err := launchEjabberd(ctx, o)
+		s, tenants, err := launchEjabberd(ctx, o, sharedTenants)
 		if err != nil {
 			os.RemoveAll(dir)
 			skipOrFail(t, err)

@@ -60,8 +60,8 @@ type clusterEnv struct {
 
 func startCluster(t *testing.T, connectorURL string) *clusterEnv {
 	e2e.NeedSlixmpp(t)
-	pg := pgharness.Start(t)
-	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
+	pg := pgharness.Shared(t)
+	srv := xmppharness.SharedEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
 	users := []string{"admin", "carol"}
 	for i := range clusterCallers {
 		users = append(users, fmt.Sprintf("caller%d", i))

@@ -108,8 +108,8 @@ type idleCluster struct {
 }
 
 func startIdleCluster(t *testing.T) *idleCluster {
-	pg := pgharness.Start(t)
-	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
+	pg := pgharness.Shared(t)
+	srv := xmppharness.SharedEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
 	e := e2e.Prepare(t, e2e.Options{Server: srv})
 	if err := os.WriteFile(filepath.Join(e.Dir, "dsn"), []byte(pg.NewDatabase(t)+"\n"), 0o600); err != nil {
 		t.Fatal(err)

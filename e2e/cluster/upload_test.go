@@ -53,7 +53,8 @@ type uploadMember struct {
 // complete, and the bytes must be served back as uploaded.
 func TestClusterUploadSlots(t *testing.T) {
 	t.Parallel()
-	pgs := pgharness.Start(t)
+	pgs := pgharness.Shared(t)
+	// Its own ejabberd: the upload service serves the main domain only.
 	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{
 		Snippet: "deploy/cluster/ejabberd-listener.yml", HTTPUpload: true})
 	dsn := pgs.NewDatabase(t)
@@ -195,8 +196,8 @@ func startMembers(t *testing.T, ctx context.Context, running *sync.WaitGroup, sr
 // and another random one to read the answer.
 func TestClusterLargeIQAnswers(t *testing.T) {
 	t.Parallel()
-	pgs := pgharness.Start(t)
-	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
+	pgs := pgharness.Shared(t)
+	srv := xmppharness.SharedEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
 	dsn := pgs.NewDatabase(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup

@@ -138,7 +138,7 @@ func checkCalls(t *testing.T, e *e2e.Env, c *agentclient.Client) {
 
 func TestEjabberdDiscoveryAndCalls(t *testing.T) {
 	t.Parallel()
-	e := e2e.Start(t, e2e.Options{Ejabberd: true, Agents: e2e.FiveAgents(), Users: []string{"alice"}})
+	e := e2e.Start(t, e2e.Options{Ejabberd: true, Server: sharedEjabberd(t), Agents: e2e.FiveAgents(), Users: []string{"alice"}})
 	c := e.Dial("alice")
 	t.Run("discovery", func(t *testing.T) { checkCoreDiscovery(t, e, c) })
 	t.Run("calls", func(t *testing.T) { checkCalls(t, e, c) })
@@ -181,7 +181,7 @@ func TestEjabberdDiscoveryAndCalls(t *testing.T) {
 func TestEjabberdSlixmpp(t *testing.T) {
 	t.Parallel()
 	e2e.NeedSlixmpp(t)
-	e := startFlowEnv(t, e2e.Options{Ejabberd: true, Agents: []e2e.Agent{{Localpart: "alpha"}, {Localpart: "zulu"}}, Users: []string{"alice"}})
+	e := startFlowEnv(t, e2e.Options{Ejabberd: true, Server: sharedEjabberd(t), Agents: []e2e.Agent{{Localpart: "alpha"}, {Localpart: "zulu"}}, Users: []string{"alice"}})
 	e2e.RunSlixmpp(t, e, "discovery.py", "alice",
 		"--endpoints", endpointList(e, "weather", "alpha", "zulu"),
 		"--search", "zul", "--search-expect", e.Endpoint("zulu").String())

@@ -34,9 +34,9 @@ type leaseEnv struct {
 // and sections), users registered on ejabberd.
 func newLeaseEnv(t *testing.T, users []string, extra func(domain, serverDomain string) string) *leaseEnv {
 	t.Helper()
-	pg := pgharness.Start(t)
+	pg := pgharness.Shared(t)
 	dsn := pg.NewDatabase(t)
-	srv := xmppharness.StartEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
+	srv := xmppharness.SharedEjabberd(t, xmppharness.EjabberdOptions{Snippet: "deploy/cluster/ejabberd-listener.yml"})
 	e := e2e.Prepare(t, e2e.Options{Server: srv, Users: users, PostgresDSN: dsn, Instance: "gw-1",
 		TOML: "[cluster]\nlease_seconds = 2\n" + extra(srv.ComponentDomain, srv.Domain)})
 	// [cluster] instance is written by Prepare; lease_seconds joins it.

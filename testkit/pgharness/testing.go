@@ -111,8 +111,14 @@ func Shared(t testing.TB) *Server {
 // func TestMain(m *testing.M) { os.Exit(pgharness.Main(m)) }.
 func Main(m *testing.M) int {
 	code := m.Run()
+	CloseShared()
+	return code
+}
+
+// CloseShared stops the Shared server, if one started; for a TestMain
+// that also stops other harnesses' shared servers.
+func CloseShared() {
 	if shared.srv != nil {
 		shared.srv.Close()
 	}
-	return code
 }

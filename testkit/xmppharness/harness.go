@@ -45,6 +45,9 @@ const (
 	EjabberdSnippet = "deploy/ejabberd/agentgw-listener.yml"
 )
 
+// errShared refuses to stop or start a shared server through one tenant.
+var errShared = errors.New("xmppharness: a shared server's tenant cannot stop or start it; use StartEjabberd")
+
 // ErrNotInstalled reports that the server binary is missing.
 var ErrNotInstalled = errors.New("xmppharness: server binary not installed")
 
@@ -75,7 +78,10 @@ type Server struct {
 	register func(ctx context.Context, user, password string) error
 	logPath  string
 	release  func() // frees reservations (s2s address locks) after the last stop
-	ports    []string
+	// host is the server a tenant view (SharedEjabberd) lives on: the
+	// view cannot stop, kill or restart it, since other tests share it.
+	host  *Server
+	ports []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -85,6 +91,9 @@ type Server struct {
 // PID returns the PID of the server process (beam.smp for ejabberd), or 0
 // when it is not running.
 func (s *Server) PID() int {
+	if s.host != nil {
+		return s.host.PID()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
@@ -117,6 +126,9 @@ func (s *Server) Kill() error {
 // Close stops the server and frees what it reserved. The directory stays
 // (tests remove their temp dirs themselves).
 func (s *Server) Close() error {
+	if s.host != nil {
+		return nil // the shared server stops when the test binary ends
+	}
 	err := s.Stop()
 	if s.release != nil {
 		s.release()
@@ -126,6 +138,9 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) stop(sig syscall.Signal, grace time.Duration) error {
+	if s.host != nil {
+		return errShared
+	}
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
 	pid := 0
@@ -219,6 +234,9 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) launch(ctx context.Context) error {
+	if s.host != nil {
+		return errShared
+	}
 	cmd, err := s.start()
 	if err != nil {
 		return err

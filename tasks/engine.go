@@ -195,6 +195,11 @@ type Engine struct {
 	qclosed  bool
 	commitWG sync.WaitGroup
 	active   int // non-terminal tasks; committer-owned
+	// rows holds, per non-terminal task, the row as this engine's last
+	// committed transition wrote it, so that an executor's mutation (the
+	// settlement above all) need not read it back (issue 34).
+	// Committer-owned; single instance only (see rowCache).
+	rows map[string]taskdb.Task
 	// Committer-owned counters behind the quotas (see quota.go), changed
 	// through batch adjustments so a rolled-back op leaves them alone.
 	counts [numCounters]map[string]int64
@@ -593,6 +598,12 @@ type batch struct {
 	delta  int                  // change of the non-terminal task count
 	adj    []adjust             // quota adjustments, in op order
 	sums   map[counterKey]int64 // their sums per counter
+	// Rows written by this batch's transitions, latest per task, applied
+	// to Engine.rows once the batch commits. dirty: an op of the batch
+	// failed (its writes were rolled back to a savepoint), so neither the
+	// written rows nor the cache can be trusted for the rest of it.
+	written map[string]taskdb.Task
+	dirty   bool
 }
 
 // onCommit runs f after the batch commits, in the committer goroutine.
@@ -634,6 +645,7 @@ func (e *Engine) runBatch(ops []*op) {
 		if err := ops[0].fn(b); err != nil {
 			e.log.Error("tasks: operation failed", "err", err)
 			tx.Rollback()
+			e.dropRows()
 			e.finish(ops[0], err)
 			return
 		}
@@ -643,11 +655,13 @@ func (e *Engine) runBatch(ops []*op) {
 		nAfter, nEvents, delta, nAdj := len(b.after), len(b.events), b.delta, len(b.adj)
 		if err := tx.Savepoint(); err != nil {
 			errs[i] = err
+			b.dirty = true
 			continue
 		}
 		if err := o.fn(b); err != nil {
 			e.log.Error("tasks: operation failed", "err", err)
 			errs[i] = err
+			b.dirty = true
 			b.after, b.events, b.delta = b.after[:nAfter], b.events[:nEvents], delta
 			b.undoAdjust(nAdj)
 			if rerr := tx.RollbackTo(); rerr != nil {
@@ -657,11 +671,13 @@ func (e *Engine) runBatch(ops []*op) {
 		}
 		if err := tx.Release(); err != nil {
 			errs[i] = err
+			b.dirty = true
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		e.log.Error("tasks: commit failed", "err", err)
 		tx.Rollback()
+		e.dropRows()
 		for _, o := range ops {
 			e.finish(o, fmt.Errorf("tasks: commit: %w", err))
 		}
@@ -669,6 +685,7 @@ func (e *Engine) runBatch(ops []*op) {
 	}
 	e.active += b.delta
 	e.applyAdjust(b.sums)
+	b.applyRows()
 	e.commits.Add(1)
 	e.ops.Add(int64(len(ops)))
 	for _, f := range b.after {

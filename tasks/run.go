@@ -182,7 +182,7 @@ func (r *run) mutate(do func(func(b *batch) error) error, fn func(b *batch, t *t
 	}
 	var result error
 	err := do(func(b *batch) error {
-		t, err := b.load(r.id)
+		t, err := b.cachedOrLoad(r.id)
 		if err != nil {
 			return err
 		}

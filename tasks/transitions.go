@@ -53,6 +53,7 @@ func (b *batch) commit(t *taskdb.Task, from []agentproto.State, typ agentproto.E
 		Revision: ev.Revision, Type: typ, Payload: payload,
 	})
 	*t = next
+	b.wrote(t)
 	return nil
 }
 

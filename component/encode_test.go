@@ -20,16 +20,14 @@ import (
 	"github.com/agentgw/agentgw/xep/xmltree"
 )
 
-// melliumBytes is what the writer sent before the burst writer: el's
-// tokens through a real mellium session's Send (encoding/xml behind
-// mellium's stanza encoder), on a component stream.
-func melliumBytes(t testing.TB, el *xmltree.Element) []byte {
+// melliumSession is a real mellium session on a component stream whose
+// output goes to out: the writer before the burst writer.
+func melliumSession(t testing.TB, out *bytes.Buffer) *xmpp.Session {
 	t.Helper()
-	var out bytes.Buffer
 	rw := struct {
 		io.Reader
 		io.Writer
-	}{strings.NewReader(""), &out}
+	}{strings.NewReader(""), out}
 	neg := func(_ context.Context, _, o *stream.Info, _ *xmpp.Session, _ interface{}) (xmpp.SessionState, io.ReadWriter, interface{}, error) {
 		o.XMLNS = NSComponent
 		return xmpp.Ready | xmpp.Authn, nil, nil, nil
@@ -40,6 +38,16 @@ func melliumBytes(t testing.TB, el *xmltree.Element) []byte {
 		t.Fatal(err)
 	}
 	out.Reset()
+	return sess
+}
+
+// melliumBytes is what the writer sent before the burst writer: el's
+// tokens through a real mellium session's Send (encoding/xml behind
+// mellium's stanza encoder), on a component stream.
+func melliumBytes(t testing.TB, el *xmltree.Element) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	sess := melliumSession(t, &out)
 	if err := sess.Send(context.Background(), el.Tokens()); err != nil {
 		t.Fatal(err)
 	}
@@ -126,19 +134,7 @@ func BenchmarkEncodeStanza(b *testing.B) {
 	el := encodeCases()[0]
 	b.Run("mellium", func(b *testing.B) {
 		var out bytes.Buffer
-		rw := struct {
-			io.Reader
-			io.Writer
-		}{strings.NewReader(""), &out}
-		neg := func(_ context.Context, _, o *stream.Info, _ *xmpp.Session, _ interface{}) (xmpp.SessionState, io.ReadWriter, interface{}, error) {
-			o.XMLNS = NSComponent
-			return xmpp.Ready | xmpp.Authn, nil, nil, nil
-		}
-		d := jid.MustParse("agents.example.test")
-		sess, err := xmpp.NewSession(context.Background(), d, d, rw, 0, neg)
-		if err != nil {
-			b.Fatal(err)
-		}
+		sess := melliumSession(b, &out)
 		b.ReportAllocs()
 		for b.Loop() {
 			out.Reset()

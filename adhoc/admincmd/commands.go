@@ -141,6 +141,15 @@ func refusal(err error) string {
 
 var errNotFound = errors.New("admincmd: not found")
 
+// taskID reads the form's task field.
+func taskID(v map[string][]string) (string, error) {
+	id := one(v, "task")
+	if !ids.Valid(id) {
+		return "", badInput("The task field must be a task ID.")
+	}
+	return id, nil
+}
+
 var scopeOptions = []dataform.Option{{Label: "Visibility (discovery, manifests, search)", Value: "visibility"}, {Label: "Invocation", Value: "invocation"}}
 
 func table(s *Service) []*command {
@@ -327,9 +336,9 @@ func table(s *Service) []*command {
 			fields:  []dataform.Field{{Var: "task", Label: "Task ID", Required: true}},
 			offered: func() bool { return d.Tasks != nil },
 			run: func(ctx context.Context, v map[string][]string) (result, error) {
-				id := one(v, "task")
-				if !ids.Valid(id) {
-					return result{}, badInput("The task field must be a task ID.")
+				id, err := taskID(v)
+				if err != nil {
+					return result{}, err
 				}
 				t, _, err := d.Tasks.TaskState(ctx, id)
 				if err != nil {
@@ -351,9 +360,9 @@ func table(s *Service) []*command {
 			fields:  []dataform.Field{{Var: "task", Label: "Task ID", Required: true}},
 			offered: func() bool { return d.Cancel != nil },
 			run: func(ctx context.Context, v map[string][]string) (result, error) {
-				id := one(v, "task")
-				if !ids.Valid(id) {
-					return result{}, badInput("The task field must be a task ID.")
+				id, err := taskID(v)
+				if err != nil {
+					return result{}, err
 				}
 				admin, via := adminFrom(ctx)
 				if _, err := d.Cancel(ctx, id, admin, via); err != nil {

@@ -147,16 +147,9 @@ func (l *leaseEnv) inbox(user string) *inbox {
 // bodies lists the bodies of the chat messages received from from (a
 // bare JID prefix).
 func (in *inbox) bodies(from string) []string {
-	in.mu.Lock()
-	defer in.mu.Unlock()
 	var out []string
-	for _, m := range in.msgs {
-		if !strings.HasPrefix(m.AttrValue("from"), from) || m.AttrValue("type") == "error" {
-			continue
-		}
-		if b := m.Child("", "body"); b != nil {
-			out = append(out, b.Text)
-		}
+	for _, m := range in.messages(from) {
+		out = append(out, m.body)
 	}
 	return out
 }

@@ -16,9 +16,6 @@ import (
 // rather than overwrite the other write, and its retry must read the store
 // and settle from the row there.
 func TestStaleCachedRowNeverOverwrites(t *testing.T) {
-	if pgMode() {
-		t.Skip("writes the SQLite file behind the engine")
-	}
 	h := newHarness(t)
 	gate := make(chan struct{})
 	h.exec.Script("echo", taskstest.Step{Gate: gate}, taskstest.Step{Echo: true})
@@ -28,15 +25,7 @@ func TestStaleCachedRowNeverOverwrites(t *testing.T) {
 		t.Fatalf("running at revision %d", s.Revision)
 	}
 
-	other, err := sqlite.Open(context.Background(), h.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.Write.ExecContext(context.Background(),
-		`UPDATE tasks SET revision = revision + 1 WHERE id = ?`, acc.TaskID); err != nil {
-		t.Fatal(err)
-	}
+	bumpBehind(t, h.path, acc.TaskID)
 
 	close(gate) // the executor completes against the stale copy
 	// The failed commit is retried on the engine's (fake) clock.
@@ -58,5 +47,29 @@ func TestStaleCachedRowNeverOverwrites(t *testing.T) {
 	ev := h.terminal(acc.TaskID)
 	if ev.Type != agentproto.EventCompleted || ev.Revision != 3 {
 		t.Fatalf("terminal event %s at revision %d", ev.Type, ev.Revision)
+	}
+}
+
+// bumpBehind moves the task's revision on in the harness's store through a
+// connection of its own, as a second process would: the SQLite file at
+// path, or the PostgreSQL database standing for it.
+func bumpBehind(t *testing.T, path, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if pgMode() {
+		db := openPG(t, path)
+		defer db.Close()
+		if _, err := db.Pool.Exec(ctx, `UPDATE tasks SET revision = revision + 1 WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	other, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Write.ExecContext(ctx, `UPDATE tasks SET revision = revision + 1 WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,29 +24,23 @@ func appendStanza(b []byte, el *xmltree.Element) ([]byte, bool) {
 	if !plainTree(el, true) {
 		return b, false
 	}
-	b = append(b, '<')
-	b = append(b, el.Name.Local...)
-	b = append(b, ` xmlns="`...)
-	b = appendEscaped(b, NSComponent, true)
-	b = append(b, '"')
-	b = appendAttrs(b, el)
-	b = append(b, '>')
-	b = appendEscaped(b, el.Text, false)
-	for _, ch := range el.Children {
-		b = appendElement(b, ch, el.Name.Space)
-	}
-	b = append(b, "</"...)
-	b = append(b, el.Name.Local...)
-	b = append(b, '>')
-	return b, true
+	return appendNode(b, el, true, NSComponent), true
 }
 
+// appendElement appends a child, declaring its namespace where it differs
+// from its parent's.
 func appendElement(b []byte, e *xmltree.Element, parentSpace string) []byte {
+	return appendNode(b, e, e.Name.Space != parentSpace, e.Name.Space)
+}
+
+// appendNode appends e with xmlns declared when declare is set; its
+// children are compared with e's own namespace.
+func appendNode(b []byte, e *xmltree.Element, declare bool, xmlns string) []byte {
 	b = append(b, '<')
 	b = append(b, e.Name.Local...)
-	if e.Name.Space != parentSpace {
+	if declare {
 		b = append(b, ` xmlns="`...)
-		b = appendEscaped(b, e.Name.Space, true)
+		b = appendEscaped(b, xmlns, true)
 		b = append(b, '"')
 	}
 	b = appendAttrs(b, e)

@@ -29,7 +29,15 @@ func TestMakeTestInstallsDeps(t *testing.T) {
 		missing(t, "make not installed")
 	}
 	dry := func(vars ...string) string {
-		out, err := exec.Command("make", append([]string{"-n", "-C", root(t), "test"}, vars...)...).CombinedOutput()
+		cmd := exec.Command("make", append([]string{"-n", "-C", root(t), "test"}, vars...)...)
+		// The dry run must not inherit the caller's NO_DEPS (make test
+		// NO_DEPS=1 reaches this test through the environment or MAKEFLAGS).
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != "NO_DEPS" && k != "MAKEFLAGS" && k != "MFLAGS" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make -n test: %v\n%s", err, out)
 		}

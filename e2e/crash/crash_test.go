@@ -327,6 +327,11 @@ func crashRun(t *testing.T, kp killPoint) {
 		case <-ctx.Done():
 			t.Fatal("admission did not reach the kill point")
 		}
+		// A kill mid-storm is meant to land among acceptances. On a loaded
+		// machine the n-th invoke can go out before the gateway's first
+		// <accepted/> comes back (59 sent, 0 accepted in one run), which is
+		// a kill before admission, not in it: wait for the first one.
+		testkit.WaitFor(t, time.Minute, "the first acceptance of the storm", func() bool { return nAccepted.Load() > 0 })
 	} else {
 		wg.Wait()
 		if d := time.Until(time.Unix(0, lastAccepted.Load()).Add(kp.delay)); d > 0 {

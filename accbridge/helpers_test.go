@@ -27,23 +27,9 @@ import (
 	"github.com/agentgw/agentgw/testkit"
 )
 
-// syncBuf is a concurrency-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuf is a goroutine-safe log sink that also reads the JSON lines the
+// reference connector printed.
+type syncBuf struct{ testkit.SyncBuffer }
 
 // lines returns the JSON lines the reference connector printed.
 func (s *syncBuf) got() []map[string]any {

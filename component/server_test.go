@@ -610,22 +610,7 @@ func TestEjabberdWrongSecret(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testkit.SyncBuffer
 
 // BenchmarkIQRoundTrip measures client → Prosody → component (trivial
 // handler) → client: the baseline without persistence that admission

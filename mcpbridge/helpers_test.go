@@ -1,7 +1,6 @@
 package mcpbridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,22 +39,7 @@ func everythingCmd(tb testing.TB) []string {
 }
 
 // syncBuffer is a log sink tests can grep.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.SyncBuffer
 
 func testLogger(tb testing.TB) (*slog.Logger, *syncBuffer) {
 	buf := &syncBuffer{}

@@ -1,7 +1,6 @@
 package oanbridge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,21 +29,7 @@ const (
 	owner    = "alice@example.test"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testkit.SyncBuffer
 
 // chatRec records what the bridge sends on the XMPP side.
 type chatRec struct {

@@ -31,6 +31,7 @@ import (
 	"github.com/agentgw/agentgw/internal/logging"
 	"github.com/agentgw/agentgw/tasks"
 	"github.com/agentgw/agentgw/tasks/taskstest"
+	"github.com/agentgw/agentgw/testkit"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
 
@@ -101,22 +102,7 @@ type Env struct {
 }
 
 // SyncBuffer is a goroutine-safe log sink.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type SyncBuffer = testkit.SyncBuffer
 
 // Start brings up the server, registers users, writes a config (Prepare)
 // and starts the gateway in-process, waiting for its component handshake.

@@ -1,15 +1,11 @@
 package adhoc
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,35 +15,6 @@ import (
 	"github.com/agentgw/agentgw/testkit/e2e"
 	"github.com/agentgw/agentgw/testkit/xmppharness"
 )
-
-// needBrowser returns the Chromium binary and the module root holding
-// Converse.js and puppeteer-core. Missing, they skip the test, or fail it
-// under CI=true.
-func needBrowser(t *testing.T) (chromium, root string) {
-	t.Helper()
-	root, err := xmppharness.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	missing := func(what string, err error) {
-		testkit.Unavailable(t, "%s not installed (scripts/install-deps.sh installs it): %v", what, err)
-	}
-	chromium = os.Getenv("AGENTGW_CHROMIUM")
-	if chromium == "" {
-		if chromium, err = exec.LookPath("chromium"); err != nil {
-			missing("chromium", err)
-		}
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node", err)
-	}
-	for _, f := range []string{"converse.js/dist/converse.min.js", "puppeteer-core/package.json"} {
-		if _, err := os.Stat(filepath.Join(root, "node_modules", f)); err != nil {
-			missing("node_modules/"+f+" (npm ci)", err)
-		}
-	}
-	return chromium, root
-}
 
 // conversePage is the test page: Converse.js logs alice in over Prosody's
 // WebSocket and, once connected, shows its ad-hoc commands element (the
@@ -93,7 +60,7 @@ converse.initialize(Object.assign(%s, {
 // Screenshots go to $AGENTGW_ARTIFACTS (or a temporary directory).
 func TestAdhocConverseBrowser(t *testing.T) {
 	t.Parallel()
-	chromium, root := needBrowser(t)
+	chromium, root := e2e.NeedBrowser(t, "converse.js/dist/converse.min.js")
 	e2e.AccEverything(t)
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{WebSocket: true})
 	e := e2e.Start(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.EverythingTOML(t, "everything", srv.ComponentDomain)})
@@ -123,63 +90,20 @@ func TestAdhocConverseBrowser(t *testing.T) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 
-	shots := os.Getenv("AGENTGW_ARTIFACTS")
-	if shots == "" {
-		shots = t.TempDir()
-	} else if shots, err = filepath.Abs(filepath.Join(shots, "converse")); err == nil {
-		err = os.MkdirAll(shots, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	shots := e2e.ArtefactDir(t, "converse")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "testdata", "converse", "adhoc.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PAGE_URL=http://"+ln.Addr().String()+"/", "CHROMIUM="+chromium,
-		"ENDPOINT="+ep.String(), "SHOTS="+shots)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, runErr := cmd.Output()
-	t.Logf("browser run %v; screenshots in %s", time.Since(start).Round(time.Millisecond), shots)
-	flows := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		name, _ := m["flow"].(string)
-		flows[name] = m
-		if msg, ok := m["error"]; ok {
-			t.Errorf("flow %s: %v", name, msg)
-		}
-	}
-	if runErr != nil {
-		t.Fatalf("adhoc.mjs: %v\nstdout:\n%s\nstderr:\n%s", runErr, out, stderr.String())
-	}
-	// shows requires the flow's page text to hold every want.
-	shows := func(flow, key string, wants ...string) {
-		t.Helper()
-		got, _ := flows[flow][key].(string)
-		for _, w := range wants {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: the page shows no %q; it shows:\n%s", flow, w, got)
-			}
-		}
-		t.Logf("%s %s:\n%s", flow, key, got)
-	}
-	shows("echo", "shown", "Completed", "Echo: hello from Converse.js")
-	shows("get-sum", "shown", "Completed", "The sum of 2 and 3.5 is 5.5.")
-	shows("long-running", "progress", "Executing", "is running", "Progress:")
-	shows("long-running", "shown", "Completed", "Long running operation completed. Duration: 8 seconds, Steps: 4.")
-	shows("elicitation", "asked", "Please provide inputs")
-	shows("elicitation", "shown", "Completed", "User provided the requested information", "Ada Lovelace")
-	shows("cancel", "running", "Executing", "is running")
-	shows("cancel", "reply", `status="canceled"`, "Cancellation requested")
+	flows := e2e.RunBrowser(t, ctx, root, "testdata/converse/adhoc.mjs", "flow",
+		"PAGE_URL=http://"+ln.Addr().String()+"/", "CHROMIUM="+chromium, "ENDPOINT="+ep.String(), "SHOTS="+shots)
+	flows.Shows(t, "echo", "shown", "Completed", "Echo: hello from Converse.js")
+	flows.Shows(t, "get-sum", "shown", "Completed", "The sum of 2 and 3.5 is 5.5.")
+	flows.Shows(t, "long-running", "progress", "Executing", "is running", "Progress:")
+	flows.Shows(t, "long-running", "shown", "Completed", "Long running operation completed. Duration: 8 seconds, Steps: 4.")
+	flows.Shows(t, "elicitation", "asked", "Please provide inputs")
+	flows.Shows(t, "elicitation", "shown", "Completed", "User provided the requested information", "Ada Lovelace")
+	flows.Shows(t, "cancel", "running", "Executing", "is running")
+	flows.Shows(t, "cancel", "reply", `status="canceled"`, "Cancellation requested")
 	// Converse.js closes a cancelled command without an error, which it
 	// does only for a reply with status="canceled" (docs/adhoc.md).
 	if flows["cancel"]["closed"] != true {

@@ -1,16 +1,12 @@
 package adhoc
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,7 +59,7 @@ converse.initialize(Object.assign(%s, {
 // process, which answers a goal "echo X" with X.
 func TestConverseChatBrowser(t *testing.T) {
 	t.Parallel()
-	chromium, root := needBrowser(t)
+	chromium, root := e2e.NeedBrowser(t, "converse.js/dist/converse.min.js")
 	srv := xmppharness.StartProsody(t, xmppharness.ProsodyOptions{WebSocket: true})
 	e := e2e.Prepare(t, e2e.Options{Server: srv, Users: []string{"alice"}, TOML: e2e.AccTOML(e2e.FreePort(t), srv.ComponentDomain)})
 	e.Agentgw(0, "acc", "init", "--config", e.ConfigPath)
@@ -79,35 +75,12 @@ func TestConverseChatBrowser(t *testing.T) {
 
 	cfg, _ := json.Marshal(map[string]string{"websocket_url": srv.WebSocketURL, "jid": e.JID("alice"), "password": e2e.Password + "alice"})
 	pageURL := serveConversePage(t, root, fmt.Sprintf(chatPage, cfg))
-	shots := artefactDir(t, "converse-chat")
+	shots := e2e.ArtefactDir(t, "converse-chat")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "testdata", "converse", "chat.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PAGE_URL="+pageURL, "CHROMIUM="+chromium, "ENDPOINT="+ep, "SHOTS="+shots)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, runErr := cmd.Output()
-	t.Logf("browser run %v; screenshots in %s", time.Since(start).Round(time.Millisecond), shots)
-	steps := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		name, _ := m["step"].(string)
-		steps[name] = m
-		if msg, ok := m["error"]; ok {
-			t.Errorf("step %s: %v", name, msg)
-		}
-	}
-	if runErr != nil {
-		t.Fatalf("chat.mjs: %v\nstdout:\n%s\nstderr:\n%s", runErr, out, stderr.String())
-	}
+	steps := e2e.RunBrowser(t, ctx, root, "testdata/converse/chat.mjs", "step",
+		"PAGE_URL="+pageURL, "CHROMIUM="+chromium, "ENDPOINT="+ep, "SHOTS="+shots)
 	t.Logf("steps: %v", steps)
 	// Found: the agent is in alice's contacts, with its presence
 	// subscription granted by the gateway.
@@ -142,22 +115,4 @@ func serveConversePage(t *testing.T, root, page string) string {
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + ln.Addr().String() + "/"
-}
-
-// artefactDir is $AGENTGW_ARTIFACTS/name (created), or a temporary
-// directory.
-func artefactDir(t *testing.T, name string) string {
-	t.Helper()
-	base := os.Getenv("AGENTGW_ARTIFACTS")
-	if base == "" {
-		return t.TempDir()
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

@@ -1,8 +1,6 @@
 package console
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,8 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -191,30 +187,6 @@ func TestConsoleXMPPLoginAndRun(t *testing.T) {
 	}
 }
 
-func needBrowser(t *testing.T) (chromium, root string) {
-	t.Helper()
-	root, err := xmppharness.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	missing := func(what string, err error) {
-		testkit.Unavailable(t, "%s not installed (scripts/install-deps.sh installs it): %v", what, err)
-	}
-	chromium = os.Getenv("AGENTGW_CHROMIUM")
-	if chromium == "" {
-		if chromium, err = exec.LookPath("chromium"); err != nil {
-			missing("chromium", err)
-		}
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node", err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "node_modules", "puppeteer-core", "package.json")); err != nil {
-		missing("node_modules/puppeteer-core (npm ci)", err)
-	}
-	return chromium, root
-}
-
 // TestConsoleBrowser drives the console in headless Chromium as an
 // operator would (testdata/console/console.mjs): log in with the XMPP
 // account, open the agent, run a tool with the form and watch its
@@ -222,7 +194,7 @@ func needBrowser(t *testing.T) (chromium, root string) {
 // revoke a domain; screenshots of each page at 1280 and 360 px.
 func TestConsoleBrowser(t *testing.T) {
 	t.Parallel()
-	chromium, root := needBrowser(t)
+	chromium, root := e2e.NeedBrowser(t)
 	e, base, srv := startConsoleServer(t)
 	// slow, paced: its progress arrives while the page is open (a backend
 	// that takes its time, not a wait for a condition).
@@ -238,56 +210,15 @@ func TestConsoleBrowser(t *testing.T) {
 		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(50), Stage: "two", Message: "half"}}, pause,
 		taskstest.Step{Progress: &tasks.Progress{Percent: taskstest.Percent(75), Stage: "three", Message: "most"}}, pause,
 		taskstest.Step{Complete: taskstest.Text("slow done")})
-	shots := os.Getenv("AGENTGW_ARTIFACTS")
-	var err error
-	if shots == "" {
-		shots = t.TempDir()
-	} else if shots, err = filepath.Abs(filepath.Join(shots, "console")); err == nil {
-		err = os.MkdirAll(shots, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	shots := e2e.ArtefactDir(t, "console")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "testdata", "console", "console.mjs"))
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "BASE_URL="+base, "CHROMIUM="+chromium, "ADMIN="+e.JID("ops"),
+	flows := e2e.RunBrowser(t, ctx, root, "testdata/console/console.mjs", "flow",
+		"BASE_URL="+base, "CHROMIUM="+chromium, "ADMIN="+e.JID("ops"),
 		"PASSWORD="+e2e.Password+"ops", "ENDPOINT="+e.Endpoint("weather").String(), "SHOTS="+shots)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, runErr := cmd.Output()
-	t.Logf("browser run %v; screenshots in %s", time.Since(start).Round(time.Millisecond), shots)
-	flows := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		name, _ := m["flow"].(string)
-		flows[name] = m
-		if msg, ok := m["error"]; ok {
-			t.Errorf("flow %s: %v", name, msg)
-		}
-	}
-	if runErr != nil {
-		t.Fatalf("console.mjs: %v\nstdout:\n%s\nstderr:\n%s", runErr, out, stderr.String())
-	}
-	shows := func(flow, key string, wants ...string) {
-		t.Helper()
-		got, _ := flows[flow][key].(string)
-		for _, w := range wants {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: the page shows no %q; it shows:\n%s", flow, w, got)
-			}
-		}
-	}
-	shows("login", "shown", "Agents", e.JID("ops"))
-	shows("agent", "shown", "Weather Agent", "1.0.0", "Try this tool", "ready")
-	shows("progress", "seen", "progress")
+	flows.Shows(t, "login", "shown", "Agents", e.JID("ops"))
+	flows.Shows(t, "agent", "shown", "Weather Agent", "1.0.0", "Try this tool", "ready")
+	flows.Shows(t, "progress", "seen", "progress")
 	// The form made from slow's schema ({"steps": integer}) sent a number.
 	var args string
 	if err := e.Gateway.DB.Write.QueryRow(`SELECT CAST(arguments AS TEXT) FROM tasks WHERE tool = 'slow' AND caller = ?`, e.JID("ops")).Scan(&args); err != nil || args != `{"steps":3}` {
@@ -298,7 +229,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if n, _ := flows["progress"]["runningWithProgress"].(float64); n < 2 {
 		t.Errorf("progress: the page showed %v revisions of the running task with progress, want 2 or more (three arrive 0.7 s apart)", n)
 	}
-	shows("progress", "shown", "completed", "slow done")
+	flows.Shows(t, "progress", "shown", "completed", "slow done")
 	// Live updates came over Server-Sent Events, not by polling: the
 	// stream ended with the task, and the polling fallback was never asked.
 	if live, _ := flows["progress"]["live"].(string); live != "ended" {
@@ -307,12 +238,12 @@ func TestConsoleBrowser(t *testing.T) {
 	if polls, streams := srv.LiveCounts(); polls != 0 || streams < 3 {
 		t.Errorf("the task pages polled %d times and opened %d live streams; want 0 polls and a stream per task page (3 or more)", polls, streams)
 	}
-	shows("input", "asked", "Which unit?")
-	shows("input", "shown", "completed", "unit")
-	shows("cancel", "shown", "cancelled")
-	shows("grant", "shown", "partner.example", "Granted")
-	shows("revoke", "shown", "Revoked")
-	shows("bridges", "shown", "manifest", e.Endpoint("weather").String(), "Not a cluster")
+	flows.Shows(t, "input", "asked", "Which unit?")
+	flows.Shows(t, "input", "shown", "completed", "unit")
+	flows.Shows(t, "cancel", "shown", "cancelled")
+	flows.Shows(t, "grant", "shown", "partner.example", "Granted")
+	flows.Shows(t, "revoke", "shown", "Revoked")
+	flows.Shows(t, "bridges", "shown", "manifest", e.Endpoint("weather").String(), "Not a cluster")
 	if gs, _ := e.Gateway.Store.Grants.List(context.Background()); len(gs) != 0 {
 		t.Errorf("grants after revoke: %v", gs)
 	}

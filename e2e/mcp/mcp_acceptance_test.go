@@ -721,9 +721,20 @@ func (p *presenceLog) index(typ string, from int) int {
 // restarts the server and a new call completes.
 func TestMCPAcceptanceCrash(t *testing.T) {
 	t.Parallel()
-	_, entry := e2e.AccEverything(t)
+	node, real := e2e.AccEverything(t)
+	// The other tests of this package run beside this one in the same
+	// process and start server-everything children of their own (two of
+	// them at -parallel 4 made "the one new child" ambiguous). This
+	// gateway's server runs from a link of its own, so its command line
+	// names it alone; node resolves the link to the real module.
+	entry := filepath.Join(t.TempDir(), "everything-crash-test.js")
+	if err := os.Symlink(real, entry); err != nil {
+		t.Fatal(err)
+	}
 	before := accChildren(os.Getpid(), entry)
-	e, c, conn, ep := e2e.AccStart(t, "everything", func(d string) string { return e2e.EverythingTOML(t, "everything", d) })
+	e, c, conn, ep := e2e.AccStart(t, "everything", func(d string) string {
+		return fmt.Sprintf("\n[[agents]]\njid = %q\n[agents.mcp]\ncommand = [%q, %q, \"stdio\"]\n", "everything@"+d, node, entry)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
